@@ -1,0 +1,20 @@
+"""The ``maestro`` command line: one module per subcommand, composed here."""
+
+from __future__ import annotations
+
+import typer
+
+from maestro.cli import domains
+
+app = typer.Typer(
+    name="maestro",
+    help="maestro: verified environments for tool-calling agents, and training on them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(domains.app, name="domains")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

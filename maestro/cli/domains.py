@@ -1,0 +1,210 @@
+"""``maestro domains``: list, show and validate domain packages."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from maestro.domains import (
+    Domain,
+    DomainLoadError,
+    Problem,
+    inspect_package,
+    library_ids,
+    library_path,
+    load_domain,
+)
+from maestro.scoring import DomainCheck, check_domain
+
+app = typer.Typer(help="List, show and validate domain packages.", no_args_is_help=True)
+
+
+def resolve(target: str) -> Path:
+    """A library domain id, or the path of a package folder."""
+    path = Path(target)
+    if path.is_dir():
+        return path
+    try:
+        return library_path(target)
+    except KeyError as exc:
+        raise typer.BadParameter(str(exc.args[0]), param_hint="ID") from None
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _overview(domain: Domain) -> dict[str, Any]:
+    kinds = Counter(s.kind for s in domain.toolkit.specs.values())
+    return {
+        "id": domain.id,
+        "name": domain.manifest.name,
+        "version": domain.manifest.version,
+        "industry": domain.manifest.industry,
+        "tools": len(domain.toolkit.specs),
+        "write_tools": kinds.get("write", 0),
+        "records": domain.initial.count(),
+        "tasks": len(domain.tasks),
+    }
+
+
+@app.command("list")
+def list_domains(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The library's domains."""
+    rows = []
+    for domain_id in library_ids():
+        try:
+            rows.append(_overview(load_domain(library_path(domain_id), check_gold=False)))
+        except DomainLoadError as exc:
+            rows.append(
+                {
+                    "id": domain_id,
+                    "error": f"{len(exc.problems)} problem(s); run maestro domains validate {domain_id}",
+                }
+            )
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("id", "name", "version", "industry", "tools (write)", "records", "tasks")
+    for r in rows:
+        if "error" in r:
+            table.add_row(r["id"], f"[red]{r['error']}[/red]", "", "", "", "", "")
+        else:
+            table.add_row(
+                r["id"],
+                r["name"],
+                r["version"],
+                r["industry"] or "",
+                f"{r['tools']} ({r['write_tools']})",
+                str(r["records"]),
+                str(r["tasks"]),
+            )
+    _console().print(table)
+
+
+def _policy_rules(policy: str) -> int:
+    return len(re.findall(r"^\s*\d+\.\s", policy, flags=re.MULTILINE))
+
+
+@app.command("show")
+def show(
+    domain_id: str = typer.Argument(..., metavar="ID", help="Library id or package folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """A domain's manifest, tables, tools, policy and tasks."""
+    try:
+        domain = load_domain(resolve(domain_id), check_gold=False)
+    except DomainLoadError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    info = {
+        **_overview(domain),
+        "description": domain.manifest.description,
+        "clock": domain.manifest.clock.isoformat() if domain.manifest.clock else None,
+        "tables": {t: domain.initial.count(t) for t in domain.initial.table_names},
+        "tool_list": [
+            {"name": s.name, "kind": s.kind, "description": s.description}
+            for s in domain.toolkit.specs.values()
+        ],
+        "policy_rules": _policy_rules(domain.policy),
+        "task_categories": dict(Counter(t.category or "uncategorised" for t in domain.tasks)),
+    }
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    con = _console()
+    con.print(
+        f"[bold]{domain.manifest.name}[/bold] ({domain.id} {domain.manifest.version}) — {domain.manifest.industry or ''}"
+    )
+    con.print(domain.manifest.description)
+    con.print(
+        f"clock: {info['clock']}   policy rules: {info['policy_rules']}   tasks: {info['task_categories']}"
+    )
+    tables = Table("table", "records")
+    for name, n in info["tables"].items():
+        tables.add_row(name, str(n))
+    con.print(tables)
+    tools = Table("tool", "kind", "description")
+    for t in info["tool_list"]:
+        tools.add_row(t["name"], t["kind"], t["description"])
+    con.print(tools)
+
+
+def validate_targets(targets: list[Path]) -> tuple[list[DomainCheck], dict[str, Any]]:
+    """Load and check each package; the totals as ``maestro domains validate --json`` prints them."""
+    checks = []
+    for path in targets:
+        domain, problems = inspect_package(path)
+        if domain is None:
+            check = DomainCheck(
+                path.name, problems=problems or [Problem(str(path), "", "cannot be loaded")]
+            )
+        else:
+            check = check_domain(domain, problems)
+        checks.append(check)
+    summaries = [c.summary() for c in checks]
+    totals: dict[str, Any] = {
+        "domains": len(checks),
+        "tasks": sum(s["tasks"] for s in summaries),
+        "gold_pass": sum(s["gold_pass"] for s in summaries),
+        "null_fail": sum(s["null_fail"] for s in summaries),
+        "perturbed_fail": sum(s["perturbed_fail"] for s in summaries),
+        "nl_not_judged": sum(s["nl_not_judged"] for s in summaries),
+        "problems": [f"{s['domain']}: {p}" for s in summaries for p in s["problems"]],
+        "per_domain": {
+            s["domain"]: {k: v for k, v in s.items() if k not in ("domain", "problems")}
+            for s in summaries
+        },
+    }
+    return checks, totals
+
+
+@app.command("validate")
+def validate(
+    domain_id: str | None = typer.Argument(
+        None, metavar="[ID]", help="Library id or package folder."
+    ),
+    all_domains: bool = typer.Option(False, "--all", help="Validate every library domain."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the result as one JSON object, last."
+    ),
+) -> None:
+    """Validate packages: every file, every task, and the gold / do-nothing / perturbed checks.
+
+    Exits 1 when anything is wrong.
+    """
+    if all_domains == (domain_id is not None):
+        raise typer.BadParameter("give one ID or --all", param_hint="ID")
+    targets = (
+        [library_path(i) for i in library_ids()] if all_domains else [resolve(domain_id or "")]
+    )
+    if not targets:
+        raise typer.BadParameter("the library has no domains", param_hint="--all")
+    checks, totals = validate_targets(targets)
+    con = _console()
+    for check, (name, s) in zip(checks, totals["per_domain"].items(), strict=True):
+        n = s["tasks"]
+        if not as_json:
+            con.print(
+                f"[bold]{name}[/bold]: {n} tasks; gold scores 1: {s['gold_pass']}/{n}; "
+                f"do-nothing scores 0: {s['null_fail']}/{n}; perturbed scores 0: {s['perturbed_fail']}/{n}; "
+                f"NL assertions not yet judged: {s['nl_not_judged']}"
+            )
+            for p in check.summary()["problems"]:
+                con.print(f"  [red]✗[/red] {p}", markup=True, highlight=False)
+    failed = bool(totals["problems"]) or any(
+        totals[k] != totals["tasks"] for k in ("gold_pass", "null_fail", "perturbed_fail")
+    )
+    if as_json:
+        print(json.dumps(totals))
+    elif not failed:
+        con.print(f"[green]ok[/green]: {totals['domains']} domain(s), {totals['tasks']} tasks")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,372 @@
+"""Load a domain package folder, validating every file and reporting every problem found.
+
+Each problem names its file and where in it: a record (``customers/C1001.email``), a task
+(``line 12 (task vet_017)``), a line of Python. Loading goes on past a problem wherever what
+follows can still be checked, so one run lists everything to fix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import sys
+import traceback
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from maestro.domains.errors import DomainLoadError, Problem
+from maestro.domains.models import DomainManifest, Task
+from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
+from maestro.domains.runtime import ToolDefinitionError, Toolkit, spec_from_function
+from maestro.domains.sdk import Record, Ref, tool_kind
+from maestro.domains.store import State, TableSpec
+
+PACKAGE_FILES = ("domain.json", "models.py", "db.json", "tools.py", "policy.md", "tasks.jsonl")
+
+_load_counter = itertools.count()
+
+
+def load_domain(path: str | Path, *, check_gold: bool = True) -> Domain:
+    """Load and validate a domain package; :class:`DomainLoadError` lists every problem."""
+    domain, problems = inspect_package(path, check_gold=check_gold)
+    if problems or domain is None:
+        raise DomainLoadError(str(path), problems)
+    return domain
+
+
+def inspect_package(
+    path: str | Path, *, check_gold: bool = True
+) -> tuple[Domain | None, list[Problem]]:
+    """Load what can be loaded and list every problem; the domain is None when unusable."""
+    root = Path(path)
+    problems: list[Problem] = []
+    if not root.is_dir():
+        return None, [Problem(str(root), "", "not a folder")]
+    for name in PACKAGE_FILES:
+        if not (root / name).is_file():
+            problems.append(Problem(name, "", "missing"))
+
+    manifest = _load_manifest(root, problems)
+    package = _make_package(root, manifest.id if manifest else root.name)
+    tables = _load_models(root, package, problems)
+    db = _load_db(root, tables, problems) if tables is not None else None
+    toolkit = _load_tools(root, package, problems)
+    policy = _load_policy(root, problems)
+    if manifest is None or tables is None or db is None or toolkit is None:
+        return None, problems
+    domain = Domain(manifest, root, tables, db, toolkit, policy or "", [])
+    domain.tasks = _load_tasks(root, domain, problems, check_gold=check_gold)
+    return domain, problems
+
+
+# ----- domain.json ------------------------------------------------------------------------------
+
+
+def _read_json(path: Path, problems: list[Problem]) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as exc:
+        problems.append(
+            Problem(path.name, f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}")
+        )
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(path.name, f"byte {exc.start}", "not UTF-8 text"))
+    return None
+
+
+def _validation_problems(file: str, prefix: str, exc: ValidationError) -> list[Problem]:
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        where = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
+        out.append(Problem(file, where, err["msg"]))
+    return out
+
+
+def _load_manifest(root: Path, problems: list[Problem]) -> DomainManifest | None:
+    raw = _read_json(root / "domain.json", problems)
+    if raw is None:
+        return None
+    try:
+        return DomainManifest.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(_validation_problems("domain.json", "", exc))
+        return None
+
+
+# ----- Python files -----------------------------------------------------------------------------
+
+
+def _make_package(root: Path, domain_id: str) -> str:
+    """Register the folder as a fresh, uniquely named package so tools.py can import .models."""
+    name = f"maestro_domain_{domain_id}_{next(_load_counter)}"
+    module = types.ModuleType(name)
+    module.__path__ = [str(root)]
+    module.__package__ = name
+    sys.modules[name] = module
+    return name
+
+
+def _import(
+    root: Path, package: str, stem: str, problems: list[Problem]
+) -> types.ModuleType | None:
+    file = root / f"{stem}.py"
+    if not file.is_file():
+        return None
+    name = f"{package}.{stem}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        problems.append(Problem(file.name, f"line {exc.lineno}", f"syntax error: {exc.msg}"))
+        return None
+    except Exception as exc:
+        line = next(
+            (
+                f.lineno
+                for f in reversed(traceback.extract_tb(exc.__traceback__))
+                if f.filename == str(file)
+            ),
+            None,
+        )
+        problems.append(
+            Problem(
+                file.name,
+                f"line {line}" if line else "",
+                f"import failed: {type(exc).__name__}: {exc}",
+            )
+        )
+        return None
+    return module
+
+
+def _load_models(root: Path, package: str, problems: list[Problem]) -> dict[str, TableSpec] | None:
+    module = _import(root, package, "models", problems)
+    if module is None:
+        return None
+    tables = getattr(module, "TABLES", None)
+    if not isinstance(tables, dict) or not tables:
+        problems.append(
+            Problem("models.py", "TABLES", "must be a dict of table name -> Record subclass")
+        )
+        return None
+    specs: dict[str, TableSpec] = {}
+    for name, model in tables.items():
+        if not (isinstance(model, type) and issubclass(model, Record)):
+            problems.append(
+                Problem("models.py", f"TABLES[{name!r}]", "is not a subclass of sdk.Record")
+            )
+            continue
+        if model.key_field not in model.model_fields:
+            problems.append(
+                Problem(
+                    "models.py", model.__name__, f"key_field {model.key_field!r} is not a field"
+                )
+            )
+            continue
+        specs[name] = TableSpec(name, model, model.key_field)
+    return specs
+
+
+def _refs(model: type[BaseModel]) -> list[tuple[str, str, bool]]:
+    """(field, referenced table, is_list) for each field annotated with Ref."""
+    out = []
+    for fname, finfo in model.model_fields.items():
+        for meta in finfo.metadata:
+            if isinstance(meta, Ref):
+                out.append((fname, meta.table, False))
+        ann = finfo.annotation
+        for arg in _flatten(ann):
+            if typing.get_origin(arg) is typing.Annotated:
+                for meta in arg.__metadata__:
+                    if isinstance(meta, Ref):
+                        is_list = typing.get_origin(ann) is list or any(
+                            typing.get_origin(a) is list for a in typing.get_args(ann)
+                        )
+                        out.append((fname, meta.table, is_list))
+    return out
+
+
+def _flatten(ann: Any) -> list[Any]:
+    out = [ann]
+    for arg in typing.get_args(ann):
+        out.extend(_flatten(arg))
+    return out
+
+
+def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
+    raw = _read_json(root / "db.json", problems)
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append(Problem("db.json", "", "must be an object of tables"))
+        return None
+    clean: dict[str, dict[str, dict[str, Any]]] = {}
+    for table, rows in raw.items():
+        spec = tables.get(table)
+        if spec is None:
+            problems.append(
+                Problem("db.json", table, f"unknown table (models.py declares {sorted(tables)})")
+            )
+            continue
+        if not isinstance(rows, dict):
+            problems.append(Problem("db.json", table, "must be an object of key -> record"))
+            continue
+        clean[table] = {}
+        for key, rec in rows.items():
+            where = f"{table}/{key}"
+            try:
+                assert spec.model is not None
+                data = spec.model.model_validate(rec).model_dump(mode="json")
+            except ValidationError as exc:
+                problems.extend(_validation_problems("db.json", where, exc))
+                continue
+            if data.get(spec.key_field) != key:
+                problems.append(
+                    Problem(
+                        "db.json",
+                        where,
+                        f"{spec.key_field} is {data.get(spec.key_field)!r}, not the key",
+                    )
+                )
+                continue
+            clean[table][key] = data
+    for table, spec in tables.items():
+        assert spec.model is not None
+        for fname, target, is_list in _refs(spec.model):
+            if target not in tables:
+                problems.append(
+                    Problem(
+                        "models.py",
+                        f"{spec.model.__name__}.{fname}",
+                        f"Ref to unknown table {target!r}",
+                    )
+                )
+                continue
+            for key, rec in clean.get(table, {}).items():
+                value = rec.get(fname)
+                values = value if is_list and isinstance(value, list) else [value]
+                for v in values:
+                    if v is not None and v not in clean.get(target, {}):
+                        problems.append(
+                            Problem(
+                                "db.json",
+                                f"{table}/{key}.{fname}",
+                                f"refers to missing {target} {v!r}",
+                            )
+                        )
+    return State(clean, tables)
+
+
+def _load_tools(root: Path, package: str, problems: list[Problem]) -> Toolkit | None:
+    module = _import(root, package, "tools", problems)
+    if module is None:
+        return None
+    specs = []
+    fns = [
+        f
+        for f in vars(module).values()
+        if callable(f) and getattr(f, "__module__", None) == module.__name__ and tool_kind(f)
+    ]
+    for fn in sorted(fns, key=lambda f: f.__code__.co_firstlineno):
+        try:
+            specs.append(spec_from_function(fn))
+        except ToolDefinitionError as exc:
+            problems.append(Problem("tools.py", f"line {fn.__code__.co_firstlineno}", str(exc)))
+    if not specs:
+        problems.append(Problem("tools.py", "", "defines no tool (functions marked with @tool)"))
+        return None
+    return Toolkit(specs)
+
+
+def _load_policy(root: Path, problems: list[Problem]) -> str | None:
+    try:
+        text = (root / "policy.md").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    if not text.strip():
+        problems.append(Problem("policy.md", "", "is empty"))
+    return text
+
+
+# ----- tasks.jsonl ------------------------------------------------------------------------------
+
+
+def _load_tasks(
+    root: Path, domain: Domain, problems: list[Problem], *, check_gold: bool
+) -> list[Task]:
+    path = root / "tasks.jsonl"
+    if not path.is_file():
+        return []
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(
+                Problem("tasks.jsonl", where, f"invalid JSON: {exc.msg} at column {exc.colno}")
+            )
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+            where = f"line {lineno} (task {raw['id']})"
+        try:
+            task = Task.model_validate(raw)
+        except ValidationError as exc:
+            problems.extend(_validation_problems("tasks.jsonl", where, exc))
+            continue
+        if task.id in seen:
+            problems.append(
+                Problem("tasks.jsonl", where, f"duplicate task id (first on line {seen[task.id]})")
+            )
+            continue
+        seen[task.id] = lineno
+        found = _task_problems(domain, task, check_gold=check_gold)
+        problems.extend(Problem("tasks.jsonl", where, msg) for msg in found)
+        if not found:
+            tasks.append(task)
+    return tasks
+
+
+def _task_problems(domain: Domain, task: Task, *, check_gold: bool) -> list[str]:
+    out = []
+    crit = task.evaluation_criteria
+    if task.user_scenario.instructions.domain != domain.id:
+        out.append(
+            f"user_scenario.instructions.domain is {task.user_scenario.instructions.domain!r}, not {domain.id!r}"
+        )
+    for c in crit.empty_criteria():
+        out.append(f"reward_basis names {c.value} but the task gives it nothing to check")
+    groups = [("actions", crit.actions), ("forbidden_actions", crit.forbidden_actions)]
+    if task.initial_state:
+        groups.append(
+            ("initial_state.initialization_actions", task.initial_state.initialization_actions)
+        )
+    for label, actions in groups:
+        ids = [a.action_id for a in actions]
+        if len(set(ids)) != len(ids):
+            out.append(f"{label}: duplicate action_id")
+        for a in actions:
+            for msg in domain.toolkit.validate_arguments(a.name, a.arguments):
+                out.append(f"{label} {a.action_id}: {msg}")
+    if out or not check_gold:
+        return out
+    try:
+        result = replay_gold(domain, task)
+    except TaskStateError as exc:
+        return [str(exc)]
+    out.extend(describe_failures(task.gold_actions, result))
+    return out

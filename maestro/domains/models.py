@@ -1,0 +1,160 @@
+"""Pydantic models of a domain package: the manifest and the task (tau2-bench field names).
+
+Where tau2-bench has a name we use it (``user_scenario``, ``evaluation_criteria``, ``actions``,
+``compare_args``, ``communicate_info``, ``nl_assertions``, ``reward_basis``); ``split``,
+``provenance``, ``difficulty`` and ``category`` are maestro's additions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Provenance(_Strict):
+    """Where an artifact came from."""
+
+    source: Literal["hand-built", "synthesized", "imported"] = "hand-built"
+    authors: list[str] = Field(default_factory=list)
+    created: str | None = None
+    run_id: str | None = None
+    notes: str | None = None
+
+
+class DomainManifest(_Strict):
+    """``domain.json``."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]{1,39}$")
+    name: str = Field(min_length=1)
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    description: str = Field(min_length=1)
+    industry: str | None = None
+    #: The fixed "now" of the domain's world, so that episodes replay identically.
+    clock: datetime | None = None
+    provenance: Provenance = Field(default_factory=Provenance)
+
+
+class RewardType(StrEnum):
+    """Criteria a task's reward is the product of (tau2-bench's names)."""
+
+    DB = "DB"
+    ACTION = "ACTION"
+    COMMUNICATE = "COMMUNICATE"
+    NL_ASSERTION = "NL_ASSERTION"
+
+
+class Action(_Strict):
+    """A tool call a correct conversation makes (gold) or must not make (forbidden)."""
+
+    action_id: str
+    requestor: Literal["assistant", "user"] = "assistant"
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    info: str | None = None
+    #: Arguments compared when matching a call to this action; None compares all of them.
+    compare_args: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _compare_args_known(self) -> Action:
+        if self.compare_args is not None:
+            unknown = [a for a in self.compare_args if a not in self.arguments]
+            if unknown:
+                raise ValueError(f"compare_args names argument(s) not in arguments: {unknown}")
+        return self
+
+    def compared(self) -> dict[str, Any]:
+        """The arguments a matching call must have equal values for."""
+        names = self.arguments if self.compare_args is None else self.compare_args
+        return {n: self.arguments[n] for n in names}
+
+
+class UserInstructions(_Strict):
+    """What the simulated user knows and wants (tau2's StructuredUserInstructions)."""
+
+    domain: str
+    reason_for_call: str = Field(min_length=1)
+    known_info: str | None = None
+    unknown_info: str | None = None
+    task_instructions: str = Field(min_length=1)
+
+
+class UserScenario(_Strict):
+    persona: str | None = None
+    instructions: UserInstructions
+
+
+class TaskDescription(_Strict):
+    purpose: str | None = None
+    relevant_policies: str | None = None
+    notes: str | None = None
+
+
+class InitialState(_Strict):
+    """How a task's starting state differs from the domain's database.
+
+    ``initialization_data`` patches records (``{table: {key: record or null}}``; null deletes);
+    ``initialization_actions`` are tool calls applied after the patch.
+    """
+
+    initialization_data: dict[str, dict[str, dict[str, Any] | None]] = Field(default_factory=dict)
+    initialization_actions: list[Action] = Field(default_factory=list)
+
+
+class EvaluationCriteria(_Strict):
+    actions: list[Action] = Field(default_factory=list)
+    communicate_info: list[str] = Field(default_factory=list)
+    nl_assertions: list[str] = Field(default_factory=list)
+    reward_basis: list[RewardType] = Field(
+        default_factory=lambda: [RewardType.DB, RewardType.ACTION, RewardType.NL_ASSERTION]
+    )
+    #: When true, gold actions must be matched in order; by default order does not matter.
+    ordered_actions: bool = False
+    #: Writes the policy forbids in this task (refusals); used to build the perturbed check.
+    forbidden_actions: list[Action] = Field(default_factory=list)
+
+    @field_validator("reward_basis")
+    @classmethod
+    def _basis_not_empty(cls, v: list[RewardType]) -> list[RewardType]:
+        if not v:
+            raise ValueError("reward_basis must name at least one criterion")
+        if len(set(v)) != len(v):
+            raise ValueError("reward_basis names a criterion twice")
+        return v
+
+    def empty_criteria(self) -> list[RewardType]:
+        """Criteria named in reward_basis that have nothing to check: a validation error."""
+        has = {
+            RewardType.DB: True,  # the expected state always exists, even if unchanged
+            RewardType.ACTION: bool(self.actions),
+            RewardType.COMMUNICATE: bool(self.communicate_info),
+            RewardType.NL_ASSERTION: bool(self.nl_assertions),
+        }
+        return [c for c in self.reward_basis if not has[c]]
+
+
+TaskCategory = Literal["read", "single_write", "multi_write", "refusal", "ask_info"]
+
+
+class Task(_Strict):
+    """One task: a user scenario and what a correct conversation must achieve."""
+
+    id: str = Field(min_length=1)
+    description: TaskDescription | None = None
+    user_scenario: UserScenario
+    initial_state: InitialState | None = None
+    evaluation_criteria: EvaluationCriteria
+    category: TaskCategory | None = None
+    split: Literal["train", "dev", "test"] = "test"
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    provenance: Provenance = Field(default_factory=Provenance)
+
+    @property
+    def gold_actions(self) -> list[Action]:
+        return [a for a in self.evaluation_criteria.actions if a.requestor == "assistant"]

@@ -1,0 +1,104 @@
+"""A loaded domain: manifest, tables, initial state, tools, policy and tasks, in one object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from maestro.domains.errors import StoreError
+from maestro.domains.models import Action, DomainManifest, Task
+from maestro.domains.runtime import Toolkit, ToolOutcome
+from maestro.domains.store import Session, State, TableSpec
+
+
+class TaskStateError(Exception):
+    """A task's initial state cannot be built (bad patch, failing initialization action)."""
+
+
+@dataclass
+class Domain:
+    """An executable customer-service world."""
+
+    manifest: DomainManifest
+    path: Path | None
+    tables: dict[str, TableSpec]
+    initial: State
+    toolkit: Toolkit
+    policy: str
+    tasks: list[Task] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(f"domain {self.id} has no task {task_id!r}")
+
+    def start_session(self, task: Task | None = None) -> Session:
+        """A fresh session at the task's initial state (the domain's database when no task)."""
+        session = self.initial.session(clock=self.manifest.clock)
+        if task is None or task.initial_state is None:
+            return session
+        try:
+            for table, rows in task.initial_state.initialization_data.items():
+                for key, rec in rows.items():
+                    if rec is None:
+                        session.delete(table, key)
+                    else:
+                        spec = self.tables.get(table)
+                        if spec is None:
+                            raise StoreError(f"unknown table {table!r}")
+                        rec = {**(session.get(table, key) or {}), **rec, spec.key_field: key}
+                        session.put(table, rec)
+        except Exception as exc:
+            raise TaskStateError(f"task {task.id}: initialization_data: {exc}") from None
+        for action in task.initial_state.initialization_actions:
+            out = self.toolkit.call(session, action.name, action.arguments)
+            if not out.ok:
+                raise TaskStateError(
+                    f"task {task.id}: initialization action {action.action_id} ({action.name}): {out.content}"
+                )
+        return session
+
+
+@dataclass
+class ReplayResult:
+    """A replay of tool calls on a fresh session of a task."""
+
+    session: Session
+    outcomes: list[ToolOutcome]
+
+    @property
+    def failures(self) -> list[tuple[int, ToolOutcome]]:
+        return [(i, o) for i, o in enumerate(self.outcomes) if not o.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def replay_calls(
+    domain: Domain, task: Task | None, calls: Iterable[tuple[str, dict[str, Any] | str]]
+) -> ReplayResult:
+    """Apply tool calls, in order, to a fresh session at the task's initial state."""
+    session = domain.start_session(task)
+    outcomes = [domain.toolkit.call(session, name, args) for name, args in calls]
+    return ReplayResult(session, outcomes)
+
+
+def replay_gold(domain: Domain, task: Task) -> ReplayResult:
+    """Apply a task's gold actions to a fresh session; any failure is reported, not raised."""
+    return replay_calls(domain, task, ((a.name, a.arguments) for a in task.gold_actions))
+
+
+def describe_failures(actions: Sequence[Action], result: ReplayResult) -> list[str]:
+    """One line per gold action that did not succeed."""
+    return [
+        f"gold action {actions[i].action_id} ({out.name}) failed: {out.content}"
+        for i, out in result.failures
+    ]

@@ -1,0 +1,45 @@
+"""scoring/: pure functions from (task, trajectory, replay) to a score card.
+
+No I/O except through an injected judge.
+"""
+
+from maestro.scoring.card import AssertionVerdict, CheckItem, CriterionScore, ScoreCard
+from maestro.scoring.conformance import DomainCheck, TaskCheck, check_domain, check_task
+from maestro.scoring.criteria import (
+    ScoringContext,
+    action_check,
+    communicate_check,
+    db_check,
+    match_actions,
+)
+from maestro.scoring.judge import Judge, JudgeError, RuleJudge, calls, says
+from maestro.scoring.metrics import mean_pass_at_k, mean_pass_hat_k, pass_at_k, pass_hat_k
+from maestro.scoring.scorer import Scorer, combine, judge_assertions
+
+__all__ = [
+    "AssertionVerdict",
+    "CheckItem",
+    "CriterionScore",
+    "DomainCheck",
+    "Judge",
+    "JudgeError",
+    "RuleJudge",
+    "ScoreCard",
+    "Scorer",
+    "ScoringContext",
+    "TaskCheck",
+    "action_check",
+    "calls",
+    "check_domain",
+    "check_task",
+    "combine",
+    "communicate_check",
+    "db_check",
+    "judge_assertions",
+    "match_actions",
+    "mean_pass_at_k",
+    "mean_pass_hat_k",
+    "pass_at_k",
+    "pass_hat_k",
+    "says",
+]

@@ -1,0 +1,121 @@
+"""The three yardstick checks every task must pass, on the deterministic criteria alone.
+
+gold conversation → reward 1; do-nothing conversation → 0; one gold argument changed (or, for
+refusals, the forbidden write performed) → 0. NL assertions are reported as not yet judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from maestro.domains.errors import Problem
+from maestro.domains.models import RewardType, Task
+from maestro.domains.package import Domain, TaskStateError, replay_gold
+from maestro.scoring.card import ScoreCard
+from maestro.scoring.scorer import Scorer
+from maestro.simulation.scripted import gold_trajectory, null_trajectory, perturbed_trajectory
+
+
+@dataclass
+class TaskCheck:
+    """The three checks of one task."""
+
+    task_id: str
+    category: str | None
+    gold_reward: float | None = None
+    null_reward: float | None = None
+    perturbed_reward: float | None = None
+    nl_pending: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def gold_pass(self) -> bool:
+        return self.gold_reward == 1.0
+
+    @property
+    def null_fail(self) -> bool:
+        return self.null_reward == 0.0
+
+    @property
+    def perturbed_fail(self) -> bool:
+        return self.perturbed_reward == 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.gold_pass and self.null_fail and self.perturbed_fail and not self.problems
+
+
+@dataclass
+class DomainCheck:
+    domain_id: str
+    tasks: list[TaskCheck] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "domain": self.domain_id,
+            "tasks": len(self.tasks),
+            "gold_pass": sum(t.gold_pass for t in self.tasks),
+            "null_fail": sum(t.null_fail for t in self.tasks),
+            "perturbed_fail": sum(t.perturbed_fail for t in self.tasks),
+            "nl_not_judged": sum(t.nl_pending for t in self.tasks),
+            "problems": [str(p) for p in self.problems]
+            + [f"task {t.task_id}: {msg}" for t in self.tasks for msg in t.problems],
+        }
+
+
+def _why(card: ScoreCard) -> str:
+    return (
+        "; ".join(f"{c.criterion.value}: {c.details.splitlines()[0]}" for c in card.failures())
+        or "passed"
+    )
+
+
+def check_task(domain: Domain, task: Task, scorer: Scorer | None = None) -> TaskCheck:
+    """Score the gold, do-nothing and perturbed conversations of one task."""
+    scorer = scorer or Scorer(domain)
+    result = TaskCheck(task.id, task.category)
+    try:
+        gold = replay_gold(domain, task)
+        gold_card = scorer.score(task, gold_trajectory(domain, task), gold)
+        null_card = scorer.score(task, null_trajectory(domain, task), gold)
+        writes = {n for n, s in domain.toolkit.specs.items() if s.kind == "write"}
+        perturbed = perturbed_trajectory(domain, task, writes)
+    except TaskStateError as exc:
+        result.problems.append(str(exc))
+        return result
+    result.gold_reward = gold_card.reward
+    result.null_reward = null_card.reward
+    result.nl_pending = RewardType.NL_ASSERTION in gold_card.pending
+    if not result.gold_pass:
+        result.problems.append(
+            f"gold conversation scores {gold_card.reward:g}, not 1 ({_why(gold_card)})"
+        )
+    if not result.null_fail:
+        result.problems.append(
+            "do-nothing conversation scores 1: no deterministic criterion catches it"
+        )
+    if perturbed is None:
+        result.problems.append(
+            "no perturbed conversation can be built (no gold action with arguments, no forbidden action)"
+        )
+    else:
+        perturbed_card = scorer.score(task, perturbed, gold)
+        result.perturbed_reward = perturbed_card.reward
+        if not result.perturbed_fail:
+            result.problems.append(
+                "performing the forbidden action scores 1: it changes nothing the DB check sees"
+                " (does a tool already refuse it?)"
+                if not task.gold_actions
+                else "perturbed conversation scores 1: changing a gold argument goes unnoticed"
+            )
+    return result
+
+
+def check_domain(domain: Domain, load_problems: list[Problem] | None = None) -> DomainCheck:
+    """The three checks for every task of a loaded domain."""
+    scorer = Scorer(domain)
+    out = DomainCheck(domain.id, problems=list(load_problems or []))
+    out.tasks = [check_task(domain, t, scorer) for t in domain.tasks]
+    return out

@@ -1,0 +1,197 @@
+"""The criteria of the triple metric, each a small factory returning a check.
+
+A check takes a :class:`ScoringContext` (the task, the trajectory, and the replays of the gold
+actions and of the trajectory's calls) and returns a :class:`CriterionScore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from maestro.domains.models import Action, RewardType, Task
+from maestro.domains.package import Domain, ReplayResult, replay_calls, replay_gold
+from maestro.domains.store import compare_sessions
+from maestro.scoring.card import CheckItem, CriterionScore
+from maestro.simulation.trajectory import ToolCall, Trajectory
+
+
+@dataclass
+class ScoringContext:
+    """What the checks share; the two replays are computed once, on first use."""
+
+    domain: Domain
+    task: Task
+    trajectory: Trajectory
+    _gold: ReplayResult | None = None
+    _predicted: ReplayResult | None = field(default=None, repr=False)
+
+    @property
+    def gold(self) -> ReplayResult:
+        if self._gold is None:
+            self._gold = replay_gold(self.domain, self.task)
+        return self._gold
+
+    @property
+    def predicted(self) -> ReplayResult:
+        """The trajectory's assistant calls replayed on a fresh session of the task."""
+        if self._predicted is None:
+            calls = [(c.name, c.arguments) for c in self.trajectory.assistant_calls()]
+            self._predicted = replay_calls(self.domain, self.task, calls)
+        return self._predicted
+
+    def successful_calls(self) -> list[ToolCall]:
+        calls = self.trajectory.assistant_calls()
+        return [c for c, out in zip(calls, self.predicted.outcomes, strict=True) if out.ok]
+
+
+Check = Callable[[ScoringContext], CriterionScore]
+
+
+def db_check() -> Check:
+    """The final state equals the state after gold replay; when not, a readable diff."""
+
+    def check(ctx: ScoringContext) -> CriterionScore:
+        gold, got = ctx.gold.session, ctx.predicted.session
+        if gold.state_hash() == got.state_hash():
+            return CriterionScore(
+                criterion=RewardType.DB, status="pass", reward=1.0, details="final state matches"
+            )
+        diff = compare_sessions(gold, got)
+        return CriterionScore(
+            criterion=RewardType.DB,
+            status="fail",
+            reward=0.0,
+            details=f"final state differs from the expected state in {len(diff)} record(s):\n"
+            + diff.render("expected", "got"),
+        )
+
+    return check
+
+
+def same_value(expected: Any, actual: Any) -> bool:
+    """JSON equality where 1 == 1.0 but True != 1."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(
+            same_value(v, actual[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(
+            same_value(a, b) for a, b in zip(expected, actual, strict=True)
+        )
+    return bool(expected == actual)
+
+
+def matches(action: Action, call: ToolCall) -> bool:
+    """The call has the action's name and equal values for its compared arguments."""
+    if call.name != action.name or not isinstance(call.arguments, dict):
+        return False
+    return all(
+        k in call.arguments and same_value(v, call.arguments[k])
+        for k, v in action.compared().items()
+    )
+
+
+def match_actions(
+    actions: Sequence[Action], calls: Sequence[ToolCall], ordered: bool
+) -> list[int | None]:
+    """For each action, the index of the call matched to it (each call used once), or None.
+
+    Unordered: a maximum bipartite matching, so a loose action cannot steal the only call that
+    fits a stricter one. Ordered: the earliest subsequence.
+    """
+    if ordered:
+        out: list[int | None] = []
+        pos = 0
+        for a in actions:
+            hit = next((j for j in range(pos, len(calls)) if matches(a, calls[j])), None)
+            out.append(hit)
+            if hit is not None:
+                pos = hit + 1
+        return out
+    owner: dict[int, int] = {}  # call index -> action index
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j, call in enumerate(calls):
+            if j in seen or not matches(actions[i], call):
+                continue
+            seen.add(j)
+            if j not in owner or assign(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    for i in range(len(actions)):
+        assign(i, set())
+    by_action = {i: j for j, i in owner.items()}
+    return [by_action.get(i) for i in range(len(actions))]
+
+
+def action_check() -> Check:
+    """Every gold action matched by a successful call; no forbidden action performed."""
+
+    def check(ctx: ScoringContext) -> CriterionScore:
+        crit = ctx.task.evaluation_criteria
+        calls = ctx.successful_calls()
+        gold = ctx.task.gold_actions
+        assigned = match_actions(gold, calls, crit.ordered_actions)
+        items = [
+            CheckItem(
+                subject=f"{a.action_id} {a.name}({a.compared()})",
+                passed=j is not None,
+                reason="matched" if j is not None else "no successful call with these arguments",
+            )
+            for a, j in zip(gold, assigned, strict=True)
+        ]
+        for f in crit.forbidden_actions:
+            done = any(matches(f, c) for c in calls)
+            items.append(
+                CheckItem(
+                    subject=f"forbidden {f.action_id} {f.name}({f.compared()})",
+                    passed=not done,
+                    reason="performed" if done else "not performed",
+                )
+            )
+        ok = all(i.passed for i in items)
+        missing = [i.subject for i in items if not i.passed]
+        return CriterionScore(
+            criterion=RewardType.ACTION,
+            status="pass" if ok else "fail",
+            reward=1.0 if ok else 0.0,
+            details="all actions matched" if ok else "unmatched: " + "; ".join(missing),
+            items=items,
+        )
+
+    return check
+
+
+def _normalise_text(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+def communicate_check() -> Check:
+    """Every ``communicate_info`` string appears in some assistant message (tau2's rule)."""
+
+    def check(ctx: ScoringContext) -> CriterionScore:
+        texts = [_normalise_text(t) for t in ctx.trajectory.assistant_texts()]
+        items = []
+        for info in ctx.task.evaluation_criteria.communicate_info:
+            hit = any(_normalise_text(info) in t for t in texts)
+            items.append(
+                CheckItem(subject=info, passed=hit, reason="said" if hit else "never said")
+            )
+        ok = all(i.passed for i in items)
+        return CriterionScore(
+            criterion=RewardType.COMMUNICATE,
+            status="pass" if ok else "fail",
+            reward=1.0 if ok else 0.0,
+            details="all information communicated"
+            if ok
+            else "not communicated: " + "; ".join(i.subject for i in items if not i.passed),
+            items=items,
+        )
+
+    return check

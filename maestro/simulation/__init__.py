@@ -1,0 +1,21 @@
+"""simulation/: episodes, trajectories, and scripted yardstick conversations. Never decides rewards."""
+
+from maestro.simulation.scripted import (
+    GREETING,
+    calls_trajectory,
+    gold_trajectory,
+    null_trajectory,
+    perturbed_trajectory,
+)
+from maestro.simulation.trajectory import Message, ToolCall, Trajectory
+
+__all__ = [
+    "GREETING",
+    "Message",
+    "ToolCall",
+    "Trajectory",
+    "calls_trajectory",
+    "gold_trajectory",
+    "null_trajectory",
+    "perturbed_trajectory",
+]

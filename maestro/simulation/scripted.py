@@ -1,0 +1,119 @@
+"""Trajectories built without a model: the gold conversation, doing nothing, and perturbations.
+
+These are the yardsticks every task is checked against: the gold conversation must score 1,
+and a conversation that does nothing, or changes one gold argument, must score 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from maestro.domains.models import Action, Task
+from maestro.domains.package import Domain
+from maestro.simulation.trajectory import Message, ToolCall, Trajectory
+
+GREETING = "Hello! How can I help you today?"
+
+
+def opening(task: Task) -> Message:
+    """The user's first message, from the scenario."""
+    return Message(role="user", content=task.user_scenario.instructions.reason_for_call)
+
+
+def calls_trajectory(
+    domain: Domain,
+    task: Task,
+    calls: Iterable[tuple[str, dict[str, Any] | str]],
+    final_text: str | None,
+) -> Trajectory:
+    """Play tool calls on a fresh session of the task, recording each call and its result."""
+    session = domain.start_session(task)
+    messages = [opening(task)]
+    for i, (name, args) in enumerate(calls, start=1):
+        call = ToolCall(id=f"call_{i}", name=name, arguments=args)
+        messages.append(Message(role="assistant", tool_calls=[call]))
+        out = domain.toolkit.call(session, name, args)
+        messages.append(
+            Message(
+                role="tool", content=out.content, tool_call_id=call.id, name=name, status=out.status
+            )
+        )
+    if final_text:
+        messages.append(Message(role="assistant", content=final_text))
+    return Trajectory(
+        domain_id=domain.id, task_id=task.id, messages=messages, termination="scripted"
+    )
+
+
+def summary_text(task: Task) -> str:
+    """A closing assistant message that states every fact the task requires communicating."""
+    info = task.evaluation_criteria.communicate_info
+    if not info:
+        return "All done. Is there anything else I can help you with?"
+    return "To confirm: " + "; ".join(info) + "."
+
+
+def _calls(actions: Sequence[Action]) -> list[tuple[str, dict[str, Any] | str]]:
+    return [(a.name, a.arguments) for a in actions]
+
+
+def gold_trajectory(domain: Domain, task: Task) -> Trajectory:
+    """The gold actions in order, then a message communicating the required information."""
+    return calls_trajectory(domain, task, _calls(task.gold_actions), summary_text(task))
+
+
+def null_trajectory(domain: Domain, task: Task) -> Trajectory:
+    """The assistant greets and does nothing else."""
+    return calls_trajectory(domain, task, [], GREETING)
+
+
+def perturb_value(value: Any) -> Any:
+    """A different value of the same JSON type."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "-changed"
+    if isinstance(value, list):
+        return [*value, value[-1]] if value else ["changed"]
+    if isinstance(value, dict):
+        return {**value, "changed": True}
+    return "changed"
+
+
+def _perturb_first(candidates: Sequence[Action]) -> tuple[Action, Action] | None:
+    for action in candidates:
+        compared = action.compared()
+        if compared:
+            name, value = next(iter(compared.items()))
+            changed = action.model_copy(
+                update={"arguments": {**action.arguments, name: perturb_value(value)}}
+            )
+            return action, changed
+    return None
+
+
+def perturbed_trajectory(domain: Domain, task: Task, write_tools: set[str]) -> Trajectory | None:
+    """The gold conversation made wrong in one place.
+
+    With a gold write: the first write's first compared argument changed. Read-only: the first
+    gold action changed the same way. Refusal (no gold actions): the gold conversation plus the
+    first forbidden action. None when none of these applies.
+    """
+    gold = task.gold_actions
+    if not gold:
+        forbidden = task.evaluation_criteria.forbidden_actions
+        if not forbidden:
+            return None
+        calls = [*_calls(gold), (forbidden[0].name, forbidden[0].arguments)]
+        return calls_trajectory(domain, task, calls, summary_text(task))
+    writes = [a for a in gold if a.name in write_tools]
+    picked = _perturb_first(writes) if writes else None
+    picked = picked or _perturb_first(gold)
+    if picked is None:
+        return None
+    original, changed = picked
+    actions = [changed if a is original else a for a in gold]
+    return calls_trajectory(domain, task, _calls(actions), summary_text(task))

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up everything maestro needs on a fresh machine: a project-local virtual environment with
+# the pinned dependencies (constraints.txt) and maestro itself installed in editable mode.
+# Idempotent: a second run only checks that the environment is complete.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.maestro-installed
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    .venv/bin/python -m pip install --quiet --upgrade "pip>=24"
+    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+    echo "$want" > "$stamp"
+fi
