@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from maestro.domains import DomainLoadError, inspect_package, load_domain, replay_gold
+
+
+def _edit_json(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _tasks(path: Path) -> list[dict]:
+    return [
+        json.loads(line) for line in (path / "tasks.jsonl").read_text().splitlines() if line.strip()
+    ]
+
+
+def _write_tasks(path: Path, lines: list[str]) -> None:
+    (path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_the_toy_package_loads(toy_copy: Path) -> None:
+    domain = load_domain(toy_copy)
+    assert domain.id == "toy"
+    assert [t.id for t in domain.tasks] == ["toy_cancel", "toy_status", "toy_refuse"]
+    assert domain.initial.count() == 6
+
+
+def test_every_problem_is_reported_with_file_and_location(toy_copy: Path) -> None:
+    def break_db(db: dict) -> None:
+        db["orders"]["O1"]["customer_id"] = "C404"  # dangling reference
+        db["orders"]["O2"]["status"] = "lost"  # not an allowed value
+        db["products"]["P9"] = {"sku": "P1", "title": "Key mismatch", "price": 1.0, "stock": 1}
+        db["wishlists"] = {}
+
+    _edit_json(toy_copy / "db.json", break_db)
+    good = _tasks(toy_copy)
+    unknown_tool = dict(good[0], id="bad_tool")
+    unknown_tool["evaluation_criteria"] = {
+        "actions": [{"action_id": "a1", "name": "refund_order", "arguments": {"order_id": "O1"}}],
+        "reward_basis": ["DB", "ACTION"],
+    }
+    empty_basis = dict(good[1], id="bad_basis")
+    empty_basis["evaluation_criteria"] = dict(good[1]["evaluation_criteria"], communicate_info=[])
+    bad_args = dict(good[0], id="bad_args")
+    bad_args["evaluation_criteria"] = {
+        "actions": [{"action_id": "a1", "name": "cancel_order", "arguments": {"order_id": 7}}],
+        "reward_basis": ["DB", "ACTION"],
+    }
+    failing_gold = dict(good[0], id="bad_gold")
+    failing_gold["evaluation_criteria"] = {
+        "actions": [
+            {
+                "action_id": "a1",
+                "name": "place_order",
+                "arguments": {"customer_id": "C1", "skus": ["P2"]},
+            }
+        ],
+        "reward_basis": ["DB", "ACTION"],
+    }
+    _write_tasks(
+        toy_copy,
+        [
+            json.dumps(good[0]),
+            "{not json",
+            json.dumps(unknown_tool),
+            json.dumps(empty_basis),
+            json.dumps(bad_args),
+            json.dumps(good[0]),  # duplicate id
+            json.dumps(failing_gold),
+            json.dumps({"id": "no_scenario", "evaluation_criteria": {"reward_basis": []}}),
+        ],
+    )
+    with pytest.raises(DomainLoadError) as info:
+        load_domain(toy_copy)
+    found = {(p.file, p.location): p.message for p in info.value.problems}
+    assert "refers to missing customers 'C404'" in found[("db.json", "orders/O1.customer_id")]
+    assert (
+        "Input should be 'pending', 'shipped' or 'cancelled'"
+        in found[("db.json", "orders/O2.status")]
+    )
+    assert "not the key" in found[("db.json", "products/P9")]
+    assert "unknown table" in found[("db.json", "wishlists")]
+    assert "invalid JSON" in found[("tasks.jsonl", "line 2")]
+    assert "unknown tool 'refund_order'" in found[("tasks.jsonl", "line 3 (task bad_tool)")]
+    assert "COMMUNICATE" in found[("tasks.jsonl", "line 4 (task bad_basis)")]
+    assert "argument 'order_id'" in found[("tasks.jsonl", "line 5 (task bad_args)")]
+    assert (
+        "duplicate task id (first on line 1)" in found[("tasks.jsonl", "line 6 (task toy_cancel)")]
+    )
+    assert (
+        "gold action a1 (place_order) failed: Error: product P2 is out of stock"
+        in found[("tasks.jsonl", "line 7 (task bad_gold)")]
+    )
+    assert ("tasks.jsonl", "line 8 (task no_scenario).user_scenario") in found
+    assert ("tasks.jsonl", "line 8 (task no_scenario).evaluation_criteria.reward_basis") in found
+    assert len(info.value.problems) >= 12
+    assert "problem(s)" in str(info.value)
+
+
+def test_python_errors_name_the_file_and_line(toy_copy: Path) -> None:
+    (toy_copy / "models.py").write_text(
+        "from maestro.domains.sdk import Record\n\nclass Broken(Record)\n    x: int\n"
+    )
+    tools = (toy_copy / "tools.py").read_text()
+    (toy_copy / "tools.py").write_text(tools + "\n\nraise RuntimeError('boom at import')\n")
+    (toy_copy / "policy.md").write_text("   \n")
+    domain, problems = inspect_package(toy_copy)
+    assert domain is None
+    messages = [str(p) for p in problems]
+    assert any(m.startswith("models.py:line 3: syntax error") for m in messages), messages
+    assert any("tools.py:line" in m and "RuntimeError: boom at import" in m for m in messages), (
+        messages
+    )
+    assert "policy.md: is empty" in messages
+
+
+def test_missing_files_and_bad_manifest(tmp_path: Path) -> None:
+    (tmp_path / "domain.json").write_text(json.dumps({"id": "Bad Id", "name": "x", "version": "1"}))
+    domain, problems = inspect_package(tmp_path)
+    assert domain is None
+    messages = [str(p) for p in problems]
+    for name in ("models.py", "db.json", "tools.py", "policy.md", "tasks.jsonl"):
+        assert f"{name}: missing" in messages
+    assert any(m.startswith("domain.json:id:") for m in messages)
+    assert any(m.startswith("domain.json:description:") for m in messages)
+    assert inspect_package(tmp_path / "nowhere")[1][0].message == "not a folder"
+
+
+def test_task_initial_state_patches_the_session_not_the_domain(toy_copy: Path) -> None:
+    tasks = _tasks(toy_copy)
+    patched = dict(tasks[0], id="patched")
+    patched["initial_state"] = {
+        "initialization_data": {"orders": {"O2": {"status": "pending"}}},
+        "initialization_actions": [
+            {"action_id": "i1", "name": "cancel_order", "arguments": {"order_id": "O1"}}
+        ],
+    }
+    patched["evaluation_criteria"] = {
+        "actions": [{"action_id": "a1", "name": "cancel_order", "arguments": {"order_id": "O2"}}],
+        "reward_basis": ["DB", "ACTION"],
+    }
+    _write_tasks(toy_copy, [json.dumps(patched)])
+    domain = load_domain(toy_copy)
+    task = domain.task("patched")
+    result = replay_gold(domain, task)
+    assert result.ok
+    assert result.session.get("orders", "O1")["status"] == "cancelled"
+    assert result.session.get("orders", "O2")["status"] == "cancelled"
+    assert domain.initial.raw("orders", "O2")["status"] == "shipped"
+
+
+def test_failing_initialization_is_reported(toy_copy: Path) -> None:
+    tasks = _tasks(toy_copy)
+    bad = dict(tasks[0], id="bad_init")
+    bad["initial_state"] = {
+        "initialization_actions": [
+            {"action_id": "i1", "name": "cancel_order", "arguments": {"order_id": "O2"}}
+        ]
+    }
+    _write_tasks(toy_copy, [json.dumps(bad)])
+    _, problems = inspect_package(toy_copy)
+    assert any("initialization action i1" in p.message and "shipped" in p.message for p in problems)
