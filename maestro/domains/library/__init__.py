@@ -16,5 +16,7 @@ def library_path(domain_id: str) -> Path:
     """The package folder of a library domain; KeyError naming the known ids when absent."""
     path = LIBRARY_ROOT / domain_id
     if not (path / "domain.json").is_file():
-        raise KeyError(f"no library domain {domain_id!r}; known: {', '.join(library_ids()) or 'none'}")
+        raise KeyError(
+            f"no library domain {domain_id!r}; known: {', '.join(library_ids()) or 'none'}"
+        )
     return path
