@@ -178,30 +178,55 @@ def _load_models(root: Path, package: str, problems: list[Problem]) -> dict[str,
     return specs
 
 
-def _refs(model: type[BaseModel]) -> list[tuple[str, str, bool]]:
-    """(field, referenced table, is_list) for each field annotated with Ref."""
-    out = []
-    for fname, finfo in model.model_fields.items():
-        for meta in finfo.metadata:
+def _ref_target(ann: Any) -> str | None:
+    """The table an annotation refers to, through Optional and Annotated; None when none."""
+    if typing.get_origin(ann) is typing.Annotated:
+        for meta in ann.__metadata__:
             if isinstance(meta, Ref):
-                out.append((fname, meta.table, False))
-        ann = finfo.annotation
-        for arg in _flatten(ann):
-            if typing.get_origin(arg) is typing.Annotated:
-                for meta in arg.__metadata__:
-                    if isinstance(meta, Ref):
-                        is_list = typing.get_origin(ann) is list or any(
-                            typing.get_origin(a) is list for a in typing.get_args(ann)
-                        )
-                        out.append((fname, meta.table, is_list))
+                return meta.table
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(ann):
+            found = _ref_target(arg)
+            if found:
+                return found
+    return None
+
+
+def _references(model: type[BaseModel], data: Any, path: str) -> list[tuple[str, str, Any]]:
+    """(field path, referenced table, value) for every Ref in a record, nested parts included."""
+    out: list[tuple[str, str, Any]] = []
+    if not isinstance(data, dict):
+        return out
+    for fname, finfo in model.model_fields.items():
+        value = data.get(fname)
+        where = f"{path}.{fname}"
+        direct = next((m.table for m in finfo.metadata if isinstance(m, Ref)), None)
+        out.extend(_walk(finfo.annotation, value, where, direct))
     return out
 
 
-def _flatten(ann: Any) -> list[Any]:
-    out = [ann]
-    for arg in typing.get_args(ann):
-        out.extend(_flatten(arg))
-    return out
+def _walk(ann: Any, value: Any, where: str, table: str | None) -> list[tuple[str, str, Any]]:
+    if value is None:
+        return []
+    table = table or _ref_target(ann)
+    if table is not None and not isinstance(value, list | dict):
+        return [(where, table, value)]
+    origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        return _walk(typing.get_args(ann)[0], value, where, table)
+    if origin in (typing.Union, types.UnionType):
+        return [
+            r
+            for arg in typing.get_args(ann)
+            if arg is not type(None)
+            for r in _walk(arg, value, where, table)
+        ]
+    if origin is list and isinstance(value, list):
+        (item,) = typing.get_args(ann) or (Any,)
+        return [r for i, v in enumerate(value) for r in _walk(item, v, f"{where}[{i}]", table)]
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return _references(ann, value, where)
+    return []
 
 
 def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
@@ -241,30 +266,19 @@ def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) 
                 )
                 continue
             clean[table][key] = data
+    unknown_targets: set[tuple[str, str]] = set()
     for table, spec in tables.items():
         assert spec.model is not None
-        for fname, target, is_list in _refs(spec.model):
-            if target not in tables:
-                problems.append(
-                    Problem(
-                        "models.py",
-                        f"{spec.model.__name__}.{fname}",
-                        f"Ref to unknown table {target!r}",
+        for key, rec in clean.get(table, {}).items():
+            for where, target, value in _references(spec.model, rec, f"{table}/{key}"):
+                if target not in tables:
+                    unknown_targets.add((spec.model.__name__, target))
+                elif value not in clean.get(target, {}):
+                    problems.append(
+                        Problem("db.json", where, f"refers to missing {target} {value!r}")
                     )
-                )
-                continue
-            for key, rec in clean.get(table, {}).items():
-                value = rec.get(fname)
-                values = value if is_list and isinstance(value, list) else [value]
-                for v in values:
-                    if v is not None and v not in clean.get(target, {}):
-                        problems.append(
-                            Problem(
-                                "db.json",
-                                f"{table}/{key}.{fname}",
-                                f"refers to missing {target} {v!r}",
-                            )
-                        )
+    for model_name, target in sorted(unknown_targets):
+        problems.append(Problem("models.py", model_name, f"Ref to unknown table {target!r}"))
     return State(clean, tables)
 
 

@@ -166,3 +166,29 @@ def test_failing_initialization_is_reported(toy_copy: Path) -> None:
     _write_tasks(toy_copy, [json.dumps(bad)])
     _, problems = inspect_package(toy_copy)
     assert any("initialization action i1" in p.message and "shipped" in p.message for p in problems)
+
+
+def test_references_inside_nested_parts_and_lists_are_checked(toy_copy: Path) -> None:
+    models = (toy_copy / "models.py").read_text()
+    models = models.replace(
+        "class Order(Record):",
+        'class Line(BaseModel):\n    sku: Annotated[str, Ref("products")]\n    gift_for: Annotated[str, Ref("customers")] | None = None\n\n\nclass Order(Record):',
+    )
+    models = models.replace(
+        '    items: list[Annotated[str, Ref("products")]]\n',
+        '    items: list[Annotated[str, Ref("products")]]\n    lines: list[Line] = []\n',
+    )
+    models = "from pydantic import BaseModel\n" + models
+    (toy_copy / "models.py").write_text(models)
+
+    def add_lines(db: dict) -> None:
+        db["orders"]["O1"]["lines"] = [{"sku": "P1"}, {"sku": "P7", "gift_for": "C9"}]
+        db["orders"]["O2"]["items"] = ["P2", "P404"]
+
+    _edit_json(toy_copy / "db.json", add_lines)
+    _, problems = inspect_package(toy_copy)
+    found = {(p.file, p.location): p.message for p in problems}
+    assert found[("db.json", "orders/O1.lines[1].sku")] == "refers to missing products 'P7'"
+    assert found[("db.json", "orders/O1.lines[1].gift_for")] == "refers to missing customers 'C9'"
+    assert found[("db.json", "orders/O2.items[1]")] == "refers to missing products 'P404'"
+    assert ("db.json", "orders/O1.lines[0].sku") not in found
