@@ -13,6 +13,8 @@ stamp=.venv/.maestro-installed
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade "pip>=24"
-    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+    # llama-cpp-python builds from source (about 5 minutes once; pip caches the wheel). A
+    # portable build: the CPU features of the build machine are not assumed.
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev]"
     echo "$want" > "$stamp"
 fi

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from maestro.cli import domains
+from maestro.cli import domains, llm, simulate
 
 app = typer.Typer(
     name="maestro",
@@ -13,8 +13,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(domains.app, name="domains")
+app.add_typer(llm.app, name="llm")
+app.command("simulate")(simulate.simulate)
 
 
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -45,12 +45,20 @@ def canonical_json(value: Any) -> str:
 
 
 def copy_json(value: Any) -> Any:
-    """A deep copy of a JSON value; much cheaper than ``copy.deepcopy``."""
-    if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
+    """A deep copy of a JSON value; much cheaper than ``copy.deepcopy``.
+
+    Scalars are copied by reference without a call per leaf: reads copy records on every tool
+    call, and most fields of a record are scalars.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) not in _CONTAINERS else copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) not in _CONTAINERS else copy_json(v) for v in value]
     return value
+
+
+_CONTAINERS = (dict, list)
 
 
 def record_hash(table: str, key: str, record: JSONRecord) -> int:

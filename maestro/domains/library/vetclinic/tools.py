@@ -169,12 +169,15 @@ def find_owner(db: Database, phone: str = "", email: str = "") -> list:
         raise ToolError("give a phone number or an email address to search by")
     phone_digits = _phone_digits(phone)
     email_norm = email.strip().lower()
-    matches = []
-    for owner in db.scan("owners"):
+
+    def wanted(owner: dict) -> bool:
         if phone_digits and _phone_digits(owner["phone"]) != phone_digits:
-            continue
-        if email_norm and owner["email"].lower() != email_norm:
-            continue
+            return False
+        return not (email_norm and owner["email"].lower() != email_norm)
+
+    matches = []
+    # Filtering inside scan copies only the matching owners, not the whole table.
+    for owner in db.scan("owners", where=wanted):
         pets = db.find("pets", owner_id=owner["owner_id"])
         matches.append(
             {

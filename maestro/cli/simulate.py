@@ -1,0 +1,73 @@
+"""``maestro simulate``: run a domain's tasks k times and print pass^k."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from maestro.agents.settings import LLMSettings
+from maestro.cli.domains import resolve
+from maestro.domains import DomainLoadError, load_domain
+from maestro.simulation.episode import EpisodeLimits
+from maestro.simulation.runner import BatchConfig
+
+
+def simulate(
+    domain_id: str = typer.Option(..., "--domain", help="Library id or package folder."),
+    tasks: str | None = typer.Option(None, help="Comma-separated task ids (default: all)."),
+    trials: int = typer.Option(1, min=1, help="Trials per task (k)."),
+    concurrency: int = typer.Option(8, min=1, help="Episodes in flight."),
+    ray_workers: int = typer.Option(
+        0, min=0, help="Fan out over this many Ray workers (0: one process)."
+    ),
+    max_turns: int = typer.Option(30, min=1, help="Turn limit per episode."),
+    episode_deadline_s: float = typer.Option(1800.0, help="Deadline per episode."),
+    judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, last."),
+) -> None:
+    """Simulate episodes of a domain's tasks and print pass^k."""
+    try:
+        domain = load_domain(resolve(domain_id), check_gold=False)
+    except DomainLoadError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    task_ids = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
+    if task_ids:
+        unknown = [t for t in task_ids if t not in {x.id for x in domain.tasks}]
+        if unknown:
+            raise typer.BadParameter(
+                f"domain {domain.id} has no task(s) {unknown}", param_hint="--tasks"
+            )
+    from maestro.flows.simulate import simulate_domain
+
+    config = BatchConfig(
+        concurrency=concurrency,
+        limits=EpisodeLimits(max_turns=max_turns, deadline_s=episode_deadline_s),
+    )
+    _, _, report = simulate_domain(
+        domain,
+        task_ids=task_ids,
+        trials=trials,
+        settings=LLMSettings(),
+        config=config,
+        judge=judge,
+        ray_workers=ray_workers,
+    )
+    if as_json:
+        print(report.model_dump_json())
+        return
+    typer.echo(
+        f"{report.domain_id}: {report.tasks} task(s) x {report.trials} trial(s) = {report.episodes} episodes in {report.wall_s:.1f} s"
+    )
+    typer.echo(
+        f"  terminations: {json.dumps(report.terminations)}   judge errors: {report.judge_errors}"
+    )
+    typer.echo(
+        f"  LLM calls: {report.llm_calls}   tokens in/out: {report.prompt_tokens}/{report.completion_tokens}"
+    )
+    typer.echo(
+        f"  mean reward: {report.mean_reward:.3f}   (NL assertions {'judged' if report.nl_judged else 'not judged'})"
+    )
+    for k, v in report.pass_hat_k.items():
+        typer.echo(f"  pass^{k}: {v:.3f}   pass@{k}: {report.pass_at_k[k]:.3f}")

@@ -1,0 +1,172 @@
+"""The embedded model: weights reassembled and checked, the tool-call adapter, and (slow) the
+real model answering through the OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from maestro.agents.client import Endpoints
+from maestro.agents.embedded import (
+    EmbeddedModelError,
+    EmbeddedServer,
+    extract_tool_calls,
+    model_path,
+    to_plain_messages,
+)
+from maestro.agents.settings import EmbeddedModelSettings, LLMSettings
+from maestro.domains import Domain
+from tests.conftest import role_settings
+
+NAMES = {"get_order", "cancel_order"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "get_order", "arguments": {"order_id": "O1"}}\n</tool_call>',
+        '{"name": "get_order", "arguments": {"order_id": "O1"}}',
+        'Let me check.\n```json\n{"name": "get_order", "arguments": {"order_id": "O1"}}\n```',
+        '<tool_call>{"name": "get_order", "parameters": {"order_id": "O1"}}',  # unclosed tag, "parameters"
+    ],
+)
+def test_tool_calls_written_as_text_become_tool_calls(text: str) -> None:
+    content, calls = extract_tool_calls(text, NAMES)
+    assert len(calls) == 1
+    assert calls[0]["function"]["name"] == "get_order"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"order_id": "O1"}
+    assert content in (None, "Let me check.")
+
+
+def test_text_that_is_not_a_call_of_an_offered_tool_stays_text() -> None:
+    for text in [
+        "Your order shipped.",
+        '{"name": "drop_tables", "arguments": {}}',
+        '{"order_id": "O1"}',
+        "<tool_call>not json</tool_call>",
+    ]:
+        content, calls = extract_tool_calls(text, NAMES)
+        assert calls == [] and content == text
+
+
+def test_two_calls_in_one_answer() -> None:
+    text = '<tool_call>{"name": "get_order", "arguments": {"order_id": "O1"}}</tool_call>\n<tool_call>{"name": "cancel_order", "arguments": {"order_id": "O1"}}</tool_call>'
+    _, calls = extract_tool_calls(text, NAMES)
+    assert [c["function"]["name"] for c in calls] == ["get_order", "cancel_order"]
+
+
+def test_prompt_conversion_puts_tools_in_the_system_prompt_and_results_in_user_turns(
+    toy: Domain,
+) -> None:
+    messages = [
+        {"role": "system", "content": "Be helpful."},
+        {"role": "user", "content": "Where is O1?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "1",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": '{"order_id": "O1"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "1", "content": '{"status": "pending"}'},
+    ]
+    plain = to_plain_messages(messages, toy.toolkit.schemas())
+    assert [m["role"] for m in plain] == ["system", "user", "assistant", "user"]
+    assert (
+        plain[0]["content"].startswith("Be helpful.")
+        and '"name":"cancel_order"' in plain[0]["content"]
+    )
+    assert (
+        plain[2]["content"]
+        == '<tool_call>\n{"name": "get_order", "arguments": {"order_id": "O1"}}\n</tool_call>'
+    )
+    assert plain[3]["content"] == '<tool_response>\n{"status": "pending"}\n</tool_response>'
+
+
+def _fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blobs: list[bytes]) -> list[str]:
+    names = []
+    for i, blob in enumerate(blobs, start=1):
+        pkg = tmp_path / "site" / f"fake_weights_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(blob)
+        names.append(pkg.name)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return names
+
+
+def test_weights_are_reassembled_checked_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs = [b"GGUF" + b"a" * 1000, b"b" * 777]
+    names = _fake_parts(tmp_path, monkeypatch, blobs)
+    sha = hashlib.sha256(b"".join(blobs)).hexdigest()
+    settings = EmbeddedModelSettings(
+        cache_dir=tmp_path / "cache", packages=names, sha256=sha, file_name="m.gguf"
+    )
+    path = model_path(settings)
+    assert path.read_bytes() == b"".join(blobs)
+    # A corrupted cache is rebuilt from the packages.
+    path.write_bytes(b"corrupt")
+    assert model_path(settings).read_bytes() == b"".join(blobs)
+
+
+def test_wrong_checksum_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = _fake_parts(tmp_path, monkeypatch, [b"x" * 10])
+    settings = EmbeddedModelSettings(
+        cache_dir=tmp_path / "cache", packages=names, sha256="0" * 64, file_name="m.gguf"
+    )
+    with pytest.raises(EmbeddedModelError, match="not the expected release"):
+        model_path(settings)
+    assert not list((tmp_path / "cache").iterdir())
+
+
+def test_missing_package_says_how_to_install(tmp_path: Path) -> None:
+    settings = EmbeddedModelSettings(
+        cache_dir=tmp_path, packages=["no_such_weights_pkg"], sha256="0" * 64
+    )
+    with pytest.raises(
+        EmbeddedModelError, match=r"not installed \(bash scripts/setup.sh installs it\)"
+    ):
+        model_path(settings)
+
+
+@pytest.mark.slow
+def test_the_real_embedded_model_answers_and_calls_a_tool(toy: Domain, tmp_path: Path) -> None:
+    settings = LLMSettings().embedded.model_copy(update={"n_ctx": 4096})
+    with EmbeddedServer(settings, tmp_path) as server:
+        assert server.base_url is not None
+
+        async def go() -> tuple[str | None, list[str]]:
+            async with Endpoints() as endpoints:
+                client = endpoints.client(
+                    "assistant",
+                    role_settings(timeout_s=300, deadline_s=600, model=settings.model_name),
+                    server.base_url,
+                )
+                hello = await client.complete(
+                    [{"role": "user", "content": "Say hello in one word."}]
+                )
+                call = await client.complete(
+                    [
+                        {
+                            "role": "system",
+                            "content": "You help customers of a shop. Use the tools.",
+                        },
+                        {"role": "user", "content": "What is the status of order O1?"},
+                    ],
+                    toy.toolkit.schemas(),
+                )
+                return hello.message.content, [c.name for c in call.message.tool_calls]
+
+        text, calls = asyncio.run(go())
+    assert text
+    assert calls == ["get_order"]
