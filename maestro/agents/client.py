@@ -163,7 +163,7 @@ class Endpoints:
             await s.close()
         self._sessions.clear()
 
-    def _session(
+    def connection(
         self, base_url: str, settings: RoleSettings
     ) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         if base_url not in self._sessions:
@@ -266,7 +266,7 @@ class ChatClient:
         self, body: str, headers: dict[str, str]
     ) -> tuple[tuple[Message, str | None], int, tuple[int, int]]:
         s = self.settings
-        session, limit = self.endpoints._session(self.base_url, s)
+        session, limit = self.endpoints.connection(self.base_url, s)
         attempt = 0
         empty = 0
         prompt_tokens = completion_tokens = 0

@@ -8,6 +8,7 @@ and concurrency, set by environment variables such as ``MAESTRO_ASSISTANT__BASE_
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -91,3 +92,12 @@ class LLMSettings(BaseSettings):
     def uses_embedded(self) -> bool:
         """True when some role has no endpoint and needs the embedded model."""
         return any(self.role(r).base_url is None for r in ROLES)
+
+
+def load_llm_settings() -> LLMSettings:
+    """Settings from the environment, and from the dotenv file named by
+    ``MAESTRO_SETTINGS_FILE`` when set (the environment wins)."""
+    env_file = os.environ.get("MAESTRO_SETTINGS_FILE")
+    if env_file and not Path(env_file).is_file():
+        raise FileNotFoundError(f"MAESTRO_SETTINGS_FILE names {env_file}, which does not exist")
+    return LLMSettings(_env_file=env_file)

@@ -37,6 +37,15 @@ def resolve(target: str) -> Path:
         raise typer.BadParameter(str(exc.args[0]), param_hint="ID") from None
 
 
+def load_or_exit(target: str) -> Domain:
+    """The domain named by an id or folder, without gold replay; its problems and exit 1 if broken."""
+    try:
+        return load_domain(resolve(target), check_gold=False)
+    except DomainLoadError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+
+
 def _console() -> Console:
     return Console(soft_wrap=True)
 
@@ -99,11 +108,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """A domain's manifest, tables, tools, policy and tasks."""
-    try:
-        domain = load_domain(resolve(domain_id), check_gold=False)
-    except DomainLoadError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+    domain = load_or_exit(domain_id)
     info = {
         **_overview(domain),
         "description": domain.manifest.description,

@@ -10,7 +10,7 @@ import typer
 
 from maestro.agents.client import Endpoints, ProviderError
 from maestro.agents.embedded import EmbeddedServer, serve
-from maestro.agents.settings import ROLES, LLMSettings
+from maestro.agents.settings import ROLES, LLMSettings, load_llm_settings
 
 app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is_help=True)
 
@@ -22,7 +22,7 @@ def serve_cmd(
     ready_file: Path | None = typer.Option(None, help="Write the base URL here once serving."),
 ) -> None:
     """Serve the embedded model on an OpenAI-compatible endpoint until interrupted."""
-    settings = LLMSettings().embedded
+    settings = load_llm_settings().embedded
     serve(settings, host, port, ready_file)
 
 
@@ -32,7 +32,7 @@ def check(
     timeout_s: float = typer.Option(120.0, help="Deadline for each role's test call."),
 ) -> None:
     """Say which endpoint and model each role uses, and whether it answers."""
-    settings = LLMSettings()
+    settings = load_llm_settings()
     embedded: EmbeddedServer | None = None
     rows = []
     try:

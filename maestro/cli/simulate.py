@@ -6,10 +6,9 @@ import json
 
 import typer
 
-from maestro.agents.settings import LLMSettings
-from maestro.cli.domains import resolve
-from maestro.domains import DomainLoadError, load_domain
-from maestro.simulation.episode import EpisodeLimits
+from maestro.agents.settings import load_llm_settings
+from maestro.cli.domains import load_or_exit
+from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.runner import BatchConfig
 
 
@@ -27,11 +26,7 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, last."),
 ) -> None:
     """Simulate episodes of a domain's tasks and print pass^k."""
-    try:
-        domain = load_domain(resolve(domain_id), check_gold=False)
-    except DomainLoadError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+    domain = load_or_exit(domain_id)
     task_ids = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
     if task_ids:
         unknown = [t for t in task_ids if t not in {x.id for x in domain.tasks}]
@@ -41,6 +36,19 @@ def simulate(
             )
     from maestro.flows.simulate import simulate_domain
 
+    done = 0
+    total = len(task_ids or domain.tasks) * trials
+
+    def progress(e: EpisodeResult) -> None:
+        nonlocal done
+        done += 1
+        typer.echo(
+            f"[{done}/{total}] {e.task_id} trial {e.trial}: {e.termination.value} after "
+            f"{len(e.trajectory.messages)} messages in {e.duration_s:.1f} s"
+            + (f" ({e.error})" if e.error else ""),
+            err=True,
+        )
+
     config = BatchConfig(
         concurrency=concurrency,
         limits=EpisodeLimits(max_turns=max_turns, deadline_s=episode_deadline_s),
@@ -49,10 +57,11 @@ def simulate(
         domain,
         task_ids=task_ids,
         trials=trials,
-        settings=LLMSettings(),
+        settings=load_llm_settings(),
         config=config,
         judge=judge,
         ray_workers=ray_workers,
+        on_episode=progress,
     )
     if as_json:
         print(report.model_dump_json())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -15,11 +15,12 @@ from pydantic import BaseModel
 from maestro.agents.client import Endpoints
 from maestro.agents.embedded import EmbeddedServer
 from maestro.agents.judge import LLMJudge
-from maestro.agents.settings import ROLES, LLMSettings, Role
+from maestro.agents.settings import ROLES, LLMSettings, Role, load_llm_settings
 from maestro.domains.package import Domain
 from maestro.scoring.card import ScoreCard
 from maestro.scoring.metrics import pass_at_k, pass_hat_k
 from maestro.scoring.scorer import Scorer
+from maestro.simulation.episode import EpisodeResult
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
 
 
@@ -122,9 +123,10 @@ def simulate_domain(
     ray_workers: int = 0,
     run_dir: Path = Path("runs"),
     base_seed: int = 0,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> tuple[BatchResult, list[ScoreCard], SimulationReport]:
     """Run k trials of each task (on Ray when ``ray_workers`` > 0), score them, and report."""
-    settings = settings or LLMSettings()
+    settings = settings or load_llm_settings()
     jobs = make_jobs(domain, task_ids, trials, base_seed)
     embedded: EmbeddedServer | None = None
     try:
@@ -150,7 +152,7 @@ def simulate_domain(
             ensure_ray(run_dir)
             batch = run_on_ray(jobs, settings, urls, config, workers=ray_workers)
         else:
-            batch = asyncio.run(run_batch(jobs, settings, urls, config))
+            batch = asyncio.run(run_batch(jobs, settings, urls, config, on_episode=on_episode))
         cards = asyncio.run(score_batch(domain, batch, settings, urls["judge"] if judge else None))
     finally:
         if embedded is not None:

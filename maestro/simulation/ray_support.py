@@ -5,27 +5,42 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-def ensure_ray(run_dir: Path, address: str | None = None, num_cpus: int | None = None) -> None:
-    """Connect to ``address`` (or ``MAESTRO_RAY_ADDRESS``), or start a local Ray, unless this
-    process already did. A local Ray keeps its temp files under ``run_dir/ray``."""
+
+class RaySettings(BaseSettings):
+    """Where episodes fan out: ``MAESTRO_RAY_ADDRESS`` names a cluster (``ray://host:10001`` or
+    ``auto``); unset starts a local Ray."""
+
+    model_config = SettingsConfigDict(env_prefix="MAESTRO_RAY_", extra="ignore")
+
+    address: str | None = None
+    num_cpus: int | None = None
+
+
+def ensure_ray(
+    run_dir: Path, settings: RaySettings | None = None, *, num_cpus: int | None = None
+) -> None:
+    """Connect to the configured cluster, or start a local Ray, unless this process already did.
+
+    A local Ray keeps its temp files under ``run_dir/ray`` (or a short path under /tmp when that
+    path is too long for Ray's sockets).
+    """
     import ray
 
     if ray.is_initialized():
         return
+    settings = settings or RaySettings()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    address = address or os.environ.get("MAESTRO_RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=False)
+    if settings.address:
+        ray.init(address=settings.address, log_to_driver=False)
         return
     temp = (run_dir / "ray").resolve()
-    temp.mkdir(parents=True, exist_ok=True)
-    # Ray limits the socket path length; keep the temp dir short when the project path is long.
     if len(str(temp)) > 60:
         temp = Path("/tmp") / f"maestro-ray-{os.getuid()}"
-        temp.mkdir(parents=True, exist_ok=True)
+    temp.mkdir(parents=True, exist_ok=True)
     ray.init(
-        num_cpus=num_cpus or os.cpu_count() or 2,
+        num_cpus=num_cpus or settings.num_cpus or os.cpu_count() or 2,
         include_dashboard=False,
         _temp_dir=str(temp),
         log_to_driver=False,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +94,10 @@ async def run_batch(
     base_urls: dict[Role, str] | None = None,
     config: BatchConfig | None = None,
     domains: DomainCache | None = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> BatchResult:
-    """Run jobs concurrently in this event loop; results in job order."""
+    """Run jobs concurrently in this event loop; results in job order. ``on_episode`` is told of
+    each episode as it ends (progress)."""
     config = config or BatchConfig()
     domains = domains or DomainCache()
     base_urls = base_urls or {}
@@ -118,7 +120,7 @@ async def run_batch(
                     update={"deadline_s": max(0.001, min(config.limits.deadline_s, left))}
                 )
                 user = UserSimulator(u_client, domain, task)
-                return await run_episode(
+                result = await run_episode(
                     domain,
                     task,
                     assistants[domain.id],
@@ -127,20 +129,14 @@ async def run_batch(
                     seed=job.seed,
                     limits=limits,
                 )
+                if on_episode is not None:
+                    on_episode(result)
+                return result
 
         episodes = await asyncio.gather(*(one(j) for j in jobs))
     return BatchResult(
         episodes=list(episodes), llm_calls=log.calls, wall_s=time.perf_counter() - started
     )
-
-
-def run_batch_sync(
-    jobs: Sequence[EpisodeJob],
-    settings: LLMSettings,
-    base_urls: dict[Role, str] | None = None,
-    config: BatchConfig | None = None,
-) -> BatchResult:
-    return asyncio.run(run_batch(jobs, settings, base_urls, config))
 
 
 def _ray_worker_batch(payload: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,22 @@ def test_a_role_without_endpoint_is_an_error_naming_the_variable() -> None:
 
     with pytest.raises(ValueError, match="MAESTRO_JUDGE__BASE_URL"):
         asyncio.run(go())
+
+
+def test_a_settings_file_is_read_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from maestro.agents.settings import load_llm_settings
+
+    env_file = tmp_path / "maestro.env"
+    env_file.write_text(
+        "MAESTRO_USER__BASE_URL=http://users:8000/v1\nMAESTRO_USER__MODEL=from-file\n"
+    )
+    monkeypatch.setenv("MAESTRO_SETTINGS_FILE", str(env_file))
+    monkeypatch.setenv("MAESTRO_USER__MODEL", "from-env")
+    s = load_llm_settings()
+    assert s.user.base_url == "http://users:8000/v1"
+    assert s.user.model == "from-env"
+    monkeypatch.setenv("MAESTRO_SETTINGS_FILE", str(tmp_path / "missing.env"))
+    with pytest.raises(FileNotFoundError, match=r"missing\.env"):
+        load_llm_settings()

@@ -1,0 +1,74 @@
+"""``maestro simulate`` and ``maestro llm check`` as console scripts against the scripted server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
+
+MAESTRO = str(Path(sys.executable).with_name("maestro"))
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MAESTRO, *args], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
+
+
+def endpoints(url: str) -> dict[str, str]:
+    return {f"MAESTRO_{r}__BASE_URL": url for r in ("ASSISTANT", "USER", "JUDGE", "CODEGEN")}
+
+
+def test_simulate_prints_pass_hat_k_for_the_oracle_and_for_doing_nothing() -> None:
+    with ScriptedServer(ServerConfig(mode="oracle")) as server:
+        proc = run(
+            endpoints(server.base_url), "simulate", "--domain", "hotel", "--trials", "2", "--json"
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["episodes"] == 60 and report["nl_judged"] is True
+    assert report["pass_hat_k"] == {"1": 1.0, "2": 1.0}
+    assert report["terminations"] == {"user_stop": 60}
+    with ScriptedServer(ServerConfig(mode="nothing")) as server:
+        proc = run(
+            endpoints(server.base_url),
+            "simulate",
+            "--domain",
+            "hotel",
+            "--tasks",
+            "hotel_001,hotel_021",
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "hotel: 2 task(s) x 1 trial(s) = 2 episodes" in proc.stdout
+    assert "pass^1: 0.000" in proc.stdout
+
+
+def test_simulate_refuses_unknown_tasks_before_any_work() -> None:
+    proc = run(
+        endpoints("http://127.0.0.1:9/v1"), "simulate", "--domain", "hotel", "--tasks", "hotel_999"
+    )
+    assert proc.returncode == 2
+    assert "domain hotel has no task(s) ['hotel_999']" in proc.stderr
+
+
+def test_llm_check_says_which_endpoint_and_model_each_role_uses() -> None:
+    with ScriptedServer(ServerConfig(mode="script")) as server:
+        for role in ("assistant", "user", "judge", "codegen"):
+            server.script("", role, [Reply(content="OK")])
+        env = {**endpoints(server.base_url), "MAESTRO_JUDGE__MODEL": "judge-model"}
+        proc = run(env, "llm", "check", "--json")
+        server.assert_done()
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["role"]: r for r in json.loads(proc.stdout)}
+    assert rows["judge"]["model"] == "judge-model" and rows["judge"]["ok"] is True
+    assert rows["assistant"]["endpoint"] == server.base_url
+
+
+def test_llm_check_fails_when_a_role_does_not_answer() -> None:
+    proc = run({**endpoints("http://127.0.0.1:9/v1")}, "llm", "check", "--timeout-s", "5")
+    assert proc.returncode == 1
+    assert "FAILS" in proc.stdout
