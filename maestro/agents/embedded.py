@@ -207,9 +207,29 @@ def extract_tool_calls(text: str, tool_names: set[str]) -> tuple[str | None, lis
 # ----- the server -------------------------------------------------------------------------------
 
 
+def bounded_prompt_cache(capacity_bytes: int) -> Any:
+    """llama.cpp's RAM cache of prompt states, holding at most ``capacity_bytes`` for real.
+
+    llama-cpp-python counts only the KV bytes of a state against the capacity, not the logits
+    array saved with it (n_batch x vocabulary floats: 311 MB for Qwen2.5's 152k vocabulary), so
+    its cache grew past 22 GB in a 30-episode run here. This one counts everything it keeps.
+    """
+    from llama_cpp import LlamaRAMCache
+
+    class BoundedRAMCache(LlamaRAMCache):
+        @property
+        def cache_size(self) -> int:
+            return sum(
+                s.llama_state_size + s.scores.nbytes + s.input_ids.nbytes
+                for s in self.cache_state.values()
+            )
+
+    return BoundedRAMCache(capacity_bytes=capacity_bytes)
+
+
 def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     """An OpenAI-compatible app around one llama.cpp model; requests are served one at a time."""
-    from llama_cpp import Llama, LlamaRAMCache
+    from llama_cpp import Llama
 
     llm = Llama(
         model_path=str(path),
@@ -219,7 +239,7 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     )
     # Roles alternate (assistant, user, judge), each behind a long system prompt; keeping each
     # prompt's state turns a 40 s prompt evaluation into a 2 s restore (measured here).
-    llm.set_cache(LlamaRAMCache(capacity_bytes=settings.prompt_cache_mb << 20))
+    llm.set_cache(bounded_prompt_cache(settings.prompt_cache_mb << 20))
     lock = asyncio.Lock()
 
     def generate(body: dict[str, Any]) -> dict[str, Any]:

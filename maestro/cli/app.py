@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from maestro.cli import domains, llm, simulate
+from maestro.cli import domains, lake, llm, simulate
 
 app = typer.Typer(
     name="maestro",
@@ -15,6 +15,8 @@ app = typer.Typer(
 app.add_typer(domains.app, name="domains")
 app.add_typer(llm.app, name="llm")
 app.command("simulate")(simulate.simulate)
+app.command("tables")(lake.tables)
+app.command("query")(lake.query)
 
 
 def main() -> None:

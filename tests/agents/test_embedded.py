@@ -170,3 +170,19 @@ def test_the_real_embedded_model_answers_and_calls_a_tool(toy: Domain, tmp_path:
         text, calls = asyncio.run(go())
     assert text
     assert calls == ["get_order"]
+
+
+def test_the_prompt_cache_counts_the_logits_it_keeps_against_its_capacity() -> None:
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+
+    from maestro.agents.embedded import bounded_prompt_cache
+
+    cache = bounded_prompt_cache(100 << 20)
+    for i in range(10):
+        # A state the size llama.cpp saves: small KV bytes, a large logits array.
+        scores = np.zeros((64, 151_936), dtype=np.single)  # 39 MB
+        cache[(i, i + 1, i + 2)] = LlamaState(np.arange(3, dtype=np.intc), scores, 3, b"kv", 2, 0)
+    assert cache.cache_size <= 100 << 20
+    assert len(cache.cache_state) == 2
+    assert (9, 10, 11) in cache.cache_state  # the newest states are kept

@@ -1,0 +1,60 @@
+"""``maestro tables`` and ``maestro query``: what is in the lake, and SQL over it."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from maestro.storage import Lake, StorageError
+
+
+def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every lake table with its rows, files and latest version."""
+    lake = Lake()
+    infos = lake.tables()
+    if as_json:
+        print(
+            json.dumps(
+                [
+                    {"table": i.name, "version": i.version, "rows": i.rows, "files": i.files}
+                    for i in infos
+                ]
+            )
+        )
+        return
+    table = Table("table", "version", "rows", "files", "holds", title=f"lake: {lake.root}")
+    for i in infos:
+        table.add_row(
+            i.name,
+            "-" if i.version is None else str(i.version),
+            str(i.rows),
+            str(i.files),
+            i.description,
+        )
+    Console(soft_wrap=True).print(table)
+
+
+def query(
+    sql: str = typer.Argument(
+        ..., help="SQL over the lake's tables (polars SQL), e.g. 'select count(*) from episodes'."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print rows as JSON."),
+    limit: int = typer.Option(50, help="Rows shown in the table view."),
+) -> None:
+    """Run SQL over every table of the lake."""
+    try:
+        df = Lake().query(sql)
+    except StorageError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(df.to_dicts(), default=str))
+        return
+    with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+        print(df.head(limit))
+    if df.height > limit:
+        typer.echo(f"({df.height} rows, {limit} shown; --limit or --json for more)")

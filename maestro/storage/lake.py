@@ -1,0 +1,363 @@
+"""The lake: versioned Delta tables under one root, a local folder or ``s3://``.
+
+The only module that imports ``deltalake``. Writes are idempotent (merge on each table's keys),
+commit conflicts become a bounded retry and then one :class:`StorageError`; reads return polars
+LazyFrames, at the latest version or any earlier one.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from maestro.storage.schemas import TABLES, TableDef
+
+WriteMode = Literal["merge", "insert"]
+
+
+class StorageError(Exception):
+    """A lake operation failed: bad rows, unknown table, or commits that kept conflicting."""
+
+
+class LakeSettings(BaseSettings):
+    """``MAESTRO_LAKE_ROOT`` (a folder, or ``s3://bucket/prefix``) and the object store's access."""
+
+    model_config = SettingsConfigDict(env_prefix="MAESTRO_LAKE_", extra="ignore")
+
+    root: str = "runs/lake"
+    s3_endpoint_url: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_region: str = "us-east-1"
+    s3_allow_http: bool = False
+    #: Attempts of a write whose commit conflicts with another writer's.
+    commit_attempts: int = 10
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    table: str
+    version: int
+    rows: int
+    inserted: int
+    updated: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    version: int | None
+    rows: int
+    files: int
+    description: str
+
+
+class Lake:
+    """Every maestro table under one root."""
+
+    def __init__(self, settings: LakeSettings | None = None) -> None:
+        self.settings = settings or LakeSettings()
+        root = self.settings.root.rstrip("/")
+        self.remote = "://" in root
+        self.root = root if self.remote else str(Path(root).resolve())
+        self.storage_options = self._storage_options()
+
+    def _storage_options(self) -> dict[str, str] | None:
+        if not self.remote:
+            return None
+        s = self.settings
+        opts = {
+            "AWS_REGION": s.s3_region,
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "false",
+            "conditional_put": "etag",
+        }
+        if s.s3_endpoint_url:
+            opts["AWS_ENDPOINT_URL"] = s.s3_endpoint_url
+        if s.s3_access_key_id:
+            opts["AWS_ACCESS_KEY_ID"] = s.s3_access_key_id
+        if s.s3_secret_access_key is not None:
+            opts["AWS_SECRET_ACCESS_KEY"] = s.s3_secret_access_key.get_secret_value()
+        if s.s3_allow_http:
+            opts["AWS_ALLOW_HTTP"] = "true"
+        return opts
+
+    # ----- tables ------------------------------------------------------------------------------
+
+    @staticmethod
+    def definition(table: str) -> TableDef:
+        try:
+            return TABLES[table]
+        except KeyError:
+            raise StorageError(f"unknown table {table!r}; tables are {', '.join(TABLES)}") from None
+
+    def uri(self, table: str) -> str:
+        self.definition(table)
+        return f"{self.root}/{table}"
+
+    def _open(self, table: str, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(
+                self.uri(table), version=version, storage_options=self.storage_options
+            )
+        except TableNotFoundError:
+            return None
+
+    def version(self, table: str) -> int | None:
+        """The table's latest version; None when it has never been written."""
+        dt = self._open(table)
+        return None if dt is None else dt.version()
+
+    def versions(self, tables: Iterable[str]) -> list[dict[str, Any]]:
+        """``[{"table", "version"}]``: what a task set or dataset records as built from."""
+        return [{"table": t, "version": self.version(t)} for t in tables]
+
+    # ----- writes ------------------------------------------------------------------------------
+
+    def to_arrow(self, table: str, rows: Sequence[Mapping[str, Any]], run_id: str) -> pa.Table:
+        """Rows as an Arrow table of the declared schema, stamped with the run id and the time;
+        duplicates of a key keep the last row. Names the table, the row and the columns when the
+        rows do not fit."""
+        tdef = self.definition(table)
+        if not run_id:
+            raise StorageError("every write needs a run id")
+        columns: set[str] = set()
+        for row in rows:
+            columns.update(row)
+        extra = columns - set(tdef.schema.names)
+        if extra:
+            raise StorageError(
+                f"{table}: unknown column(s) {sorted(extra)}; the table's columns are {tdef.schema.names}"
+            )
+        stamped = {"run_id", "written_at"}
+        body = pa.schema([f for f in tdef.schema if f.name not in stamped])
+        try:
+            data = pa.Table.from_pylist(list(rows), schema=body)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise StorageError(f"{table}: rows do not fit the schema: {exc}") from None
+        n = data.num_rows
+        data = data.append_column(tdef.schema.field("run_id"), pa.array([run_id] * n, pa.string()))
+        now = datetime.now(UTC)
+        data = data.append_column(
+            tdef.schema.field("written_at"),
+            pa.array([now] * n, tdef.schema.field("written_at").type),
+        )
+        keys = pl.from_arrow(data.select(list(tdef.keys)))
+        assert isinstance(keys, pl.DataFrame)
+        nulls = keys.select(pl.any_horizontal(pl.all().is_null()).arg_true()).to_series()
+        if nulls.len():
+            raise StorageError(
+                f"{table}: row {nulls[0]} has no value for key column(s) {list(tdef.keys)}"
+            )
+        data = data.select(tdef.schema.names).cast(tdef.schema)
+        if keys.is_duplicated().any():
+            last = keys.with_row_index("_i").unique(
+                list(tdef.keys), keep="last", maintain_order=True
+            )["_i"]
+            data = data.take(pa.array(last.to_list()))
+        return data
+
+    def write(
+        self,
+        table: str,
+        rows: Sequence[Mapping[str, Any]] | pa.Table,
+        run_id: str,
+        *,
+        mode: WriteMode = "merge",
+    ) -> WriteResult:
+        """Write rows idempotently: ``merge`` updates rows whose keys exist and inserts the rest;
+        ``insert`` only adds rows whose keys are new (what was stored is kept as it was).
+
+        A commit that conflicts with another writer is retried, a bounded number of times.
+        """
+        tdef = self.definition(table)
+        data = rows if isinstance(rows, pa.Table) else self.to_arrow(table, rows, run_id)
+        if data.num_rows == 0:
+            return WriteResult(table, self.version(table) or -1, 0, 0, 0, 0)
+        props = CommitProperties(custom_metadata={"maestro.run_id": run_id, "maestro.table": table})
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in tdef.keys)
+        attempts = self.settings.commit_attempts
+        last: Exception | None = None
+        for attempt in range(1, attempts + 1):
+            try:
+                dt = self._open(table)
+                if dt is None:
+                    try:
+                        write_deltalake(
+                            self.uri(table),
+                            data,
+                            mode="error",
+                            storage_options=self.storage_options,
+                            commit_properties=props,
+                            name=table,
+                            description=tdef.description,
+                        )
+                        return WriteResult(table, 0, data.num_rows, data.num_rows, 0, attempt)
+                    except DeltaError as exc:
+                        if "already exists" not in str(exc).lower():
+                            raise
+                        continue  # another writer created it first: merge into theirs
+                if mode == "insert":
+                    return self._append_new(table, tdef, dt, data, props, attempt)
+                merger = dt.merge(
+                    data, predicate, source_alias="s", target_alias="t", commit_properties=props
+                )
+                if mode == "merge":
+                    merger = merger.when_matched_update_all()
+                metrics = merger.when_not_matched_insert_all().execute()
+                return WriteResult(
+                    table,
+                    dt.version(),
+                    data.num_rows,
+                    int(metrics.get("num_target_rows_inserted", 0)),
+                    int(metrics.get("num_target_rows_updated", 0)),
+                    attempt,
+                )
+            except CommitFailedError as exc:
+                last = exc
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+            except DeltaError as exc:
+                if "conflict" not in str(exc).lower() and "version" not in str(exc).lower():
+                    raise StorageError(f"{table}: write failed: {exc}") from exc
+                last = exc
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+        raise StorageError(
+            f"{table}: commit kept conflicting with other writers after {attempts} attempts: {last}"
+        )
+
+    def _append_new(
+        self,
+        table: str,
+        tdef: TableDef,
+        dt: DeltaTable,
+        data: pa.Table,
+        props: CommitProperties,
+        attempt: int,
+    ) -> WriteResult:
+        """Append the rows whose keys the table does not hold yet.
+
+        Cheaper than a merge (only the key columns are read, no file is rewritten), and as
+        idempotent for one writer per key: a resumed run skips what it already wrote. Writers
+        racing on the same new key should use ``merge``.
+        """
+        keys = list(tdef.keys)
+        incoming = pl.from_arrow(data.select(keys))
+        assert isinstance(incoming, pl.DataFrame)
+        seen = (
+            pl.scan_delta(dt, storage_options=self.storage_options)
+            .select(keys)
+            .join(incoming.lazy(), on=keys, how="semi")
+            .select(pl.struct(keys).alias("key"))
+            .collect()
+        )
+        if seen.height:
+            fresh = incoming.select(~pl.struct(keys).is_in(seen["key"].implode()))
+            data = data.filter(pa.array(fresh.to_series().to_list()))
+        if data.num_rows:
+            write_deltalake(
+                dt,
+                data,
+                mode="append",
+                storage_options=self.storage_options,
+                commit_properties=props,
+            )
+        return WriteResult(table, dt.version(), incoming.height, data.num_rows, 0, attempt)
+
+    # ----- reads -------------------------------------------------------------------------------
+
+    def read(self, table: str, version: int | None = None) -> pl.LazyFrame:
+        """The table as a polars LazyFrame, at its latest version or at ``version``."""
+        tdef = self.definition(table)
+        if self._open(table) is None:
+            if version is not None:
+                raise StorageError(
+                    f"{table} has never been written, so it has no version {version}"
+                )
+            return pl.from_arrow(tdef.schema.empty_table()).lazy()  # type: ignore[union-attr]
+        try:
+            return pl.scan_delta(
+                self.uri(table), version=version, storage_options=self.storage_options
+            )
+        except Exception as exc:
+            raise StorageError(f"{table}: cannot read version {version}: {exc}") from None
+
+    def history(self, table: str) -> list[dict[str, Any]]:
+        """The table's commits, newest first: version, time, operation, run id."""
+        dt = self._open(table)
+        if dt is None:
+            return []
+        out = []
+        for h in dt.history():
+            meta = {k: v for k, v in h.items() if k.startswith("maestro.")}
+            out.append(
+                {
+                    "version": h.get("version"),
+                    "timestamp": h.get("timestamp"),
+                    "operation": h.get("operation"),
+                    "run_id": meta.get("maestro.run_id"),
+                }
+            )
+        return out
+
+    def tables(self) -> list[TableInfo]:
+        """Every table with its latest version, rows and files."""
+        out = []
+        for name, tdef in TABLES.items():
+            dt = self._open(name)
+            if dt is None:
+                out.append(TableInfo(name, None, 0, 0, tdef.description))
+                continue
+            files = dt.file_uris()
+            rows = dt.count()
+            out.append(TableInfo(name, dt.version(), rows, len(files), tdef.description))
+        return out
+
+    def compact(self, table: str, *, vacuum_retention_hours: float | None = None) -> dict[str, Any]:
+        """Rewrite small files into large ones (a new version; older versions stay readable).
+
+        With ``vacuum_retention_hours``, files that no version younger than that needs are
+        deleted: time travel to older versions ends there.
+        """
+        dt = self._open(table)
+        if dt is None:
+            return {"table": table, "compacted": False, "files_removed": 0}
+        metrics = dt.optimize.compact()
+        removed: list[str] = []
+        if vacuum_retention_hours is not None:
+            dt = self._open(table)
+            assert dt is not None
+            removed = dt.vacuum(
+                retention_hours=int(vacuum_retention_hours),
+                enforce_retention_duration=False,
+                dry_run=False,
+            )
+        return {
+            "table": table,
+            "compacted": True,
+            "files_added": metrics.get("numFilesAdded", 0),
+            "files_merged": metrics.get("numFilesRemoved", 0),
+            "files_removed": len(removed),
+        }
+
+    def context(self) -> pl.SQLContext[Any]:
+        """A polars SQL context with every table registered under its name."""
+        return pl.SQLContext({name: self.read(name) for name in TABLES})
+
+    def query(self, sql: str) -> pl.DataFrame:
+        """Run SQL over all tables (polars SQL)."""
+        try:
+            return self.context().execute(sql, eager=False).collect()
+        except Exception as exc:
+            raise StorageError(f"query failed: {exc}") from None

@@ -1,0 +1,54 @@
+"""``maestro tables`` and ``maestro query`` as console scripts over a lake in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from maestro.storage import Lake, LakeSettings
+
+MAESTRO = str(Path(sys.executable).with_name("maestro"))
+
+
+def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MAESTRO_LAKE_ROOT": str(root), "COLUMNS": "200"}
+    return subprocess.run([MAESTRO, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_tables_and_query(tmp_path: Path) -> None:
+    lake = Lake(LakeSettings(root=str(tmp_path)))
+    lake.write(
+        "scores",
+        [{"episode_id": f"e{i}", "domain_id": "hotel", "reward": float(i % 2)} for i in range(4)],
+        "run-1",
+    )
+    lake.write("scores", [{"episode_id": "e9", "domain_id": "energy", "reward": 1.0}], "run-2")
+    proc = run(tmp_path, "tables", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["table"]: r for r in json.loads(proc.stdout)}
+    assert rows["scores"] == {"table": "scores", "version": 1, "rows": 5, "files": 2}
+    assert rows["episodes"]["version"] is None and rows["episodes"]["rows"] == 0
+    proc = run(
+        tmp_path,
+        "query",
+        "select domain_id, avg(reward) as pass_rate from scores group by domain_id order by domain_id",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [
+        {"domain_id": "energy", "pass_rate": 1.0},
+        {"domain_id": "hotel", "pass_rate": 0.5},
+    ]
+    proc = run(tmp_path, "query", "select count(*) as n from scores")
+    assert proc.returncode == 0 and "5" in proc.stdout
+    proc = run(tmp_path, "tables")
+    assert proc.returncode == 0 and "scores" in proc.stdout
+
+
+def test_a_bad_query_says_why(tmp_path: Path) -> None:
+    proc = run(tmp_path, "query", "select nothing from nowhere")
+    assert proc.returncode == 1
+    assert "query failed" in proc.stderr
