@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from maestro.cli import domains, lake, llm, simulate
+from maestro.cli import domains, lake, llm, nightly, simulate
 
 app = typer.Typer(
     name="maestro",
@@ -17,6 +17,9 @@ app.add_typer(llm.app, name="llm")
 app.command("simulate")(simulate.simulate)
 app.command("tables")(lake.tables)
 app.command("query")(lake.query)
+app.command("nightly")(nightly.nightly)
+app.command("deploy")(nightly.deploy)
+app.command("ui")(nightly.ui)
 
 
 def main() -> None:

@@ -1,11 +1,6 @@
-"""flows/: compositions of the library folders (the Prefect flows come with the lake issue)."""
+"""flows/: compositions of the library folders: the nightly Prefect flow (``flows.nightly``),
+its stages (``flows.stages``), the report (``flows.report``), and ``simulate_domain``."""
 
-from maestro.flows.simulate import (
-    SimulationReport,
-    TaskOutcome,
-    report,
-    score_batch,
-    simulate_domain,
-)
+from maestro.flows.simulate import SimulationReport, TaskOutcome, score_batch, simulate_domain
 
-__all__ = ["SimulationReport", "TaskOutcome", "report", "score_batch", "simulate_domain"]
+__all__ = ["SimulationReport", "TaskOutcome", "score_batch", "simulate_domain"]

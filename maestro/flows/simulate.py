@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from maestro.agents.client import Endpoints
+from maestro.agents.client import CallRecorder, Endpoints
 from maestro.agents.embedded import EmbeddedServer
 from maestro.agents.judge import LLMJudge
 from maestro.agents.settings import ROLES, LLMSettings, Role, load_llm_settings
@@ -93,13 +93,18 @@ def report(
 
 
 async def score_batch(
-    domain: Domain, batch: BatchResult, settings: LLMSettings, judge_url: str | None
+    domain: Domain,
+    batch: BatchResult,
+    settings: LLMSettings,
+    judge_url: str | None,
+    recorder: CallRecorder | None = None,
 ) -> list[ScoreCard]:
-    """Score every episode; NL assertions judged by the judge role when ``judge_url`` is given."""
+    """Score every episode; NL assertions judged by the judge role when ``judge_url`` is given
+    (its calls recorded through ``recorder``)."""
     if judge_url is None:
         scorer = Scorer(domain)
         return [scorer.score(domain.task(e.task_id), e.trajectory) for e in batch.episodes]
-    async with Endpoints() as endpoints:
+    async with Endpoints(recorder) as endpoints:
         judge = LLMJudge(endpoints.client("judge", settings.judge, judge_url))
         scorer = Scorer(domain, judge)
         limit = asyncio.Semaphore(settings.judge.max_concurrency)

@@ -43,7 +43,7 @@ class LakeSettings(BaseSettings):
     s3_region: str = "us-east-1"
     s3_allow_http: bool = False
     #: Attempts of a write whose commit conflicts with another writer's.
-    commit_attempts: int = 10
+    commit_attempts: int = 20
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,144 @@
+"""``maestro nightly``, ``maestro deploy`` and ``maestro ui``: the nightly run and its Prefect home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+
+from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
+
+RUN_DIR = Path("runs")
+
+
+def prefect_env() -> None:
+    """A project-local Prefect home, no analytics; an explicit PREFECT_API_URL is respected.
+    Must run before prefect is imported."""
+    os.environ.setdefault("PREFECT_HOME", str((RUN_DIR / "prefect").resolve()))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    # The ephemeral API starts in a subprocess; on a busy 2-core machine 20 s is not always enough.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    Path(os.environ["PREFECT_HOME"]).mkdir(
+        parents=True, exist_ok=True
+    )  # prefect makes one level only
+
+
+def _params(
+    run_id: str | None,
+    domain: list[str],
+    tasks_per_domain: int,
+    all_tasks: bool,
+    task: list[str],
+    trials: int,
+    concurrency: int,
+    max_turns: int,
+    judge: bool,
+    chunk_size: int,
+) -> NightlyParams:
+    try:
+        return NightlyParams(
+            run_id=run_id,
+            domains=domain,
+            tasks_per_domain=None if all_tasks else tasks_per_domain,
+            task_ids=task,
+            trials=trials,
+            concurrency=concurrency,
+            max_turns=max_turns,
+            judge=judge,
+            chunk_size=chunk_size,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        ) from None
+
+
+def nightly(
+    run_id: str | None = typer.Option(
+        None, help="Resume (or name) a run; default: nightly-<UTC time>."
+    ),
+    domain: list[str] = typer.Option(
+        [], "--domain", help="Library id or package folder (repeatable; default: the library)."
+    ),
+    tasks_per_domain: int = typer.Option(
+        2, min=1, help="Tasks per domain, spread over categories."
+    ),
+    all_tasks: bool = typer.Option(False, "--all-tasks", help="Every task of every domain."),
+    task: list[str] = typer.Option(
+        [], "--task", help="A task id (repeatable); overrides --tasks-per-domain."
+    ),
+    trials: int = typer.Option(1, min=1, help="Trials per task (k of pass^k)."),
+    concurrency: int = typer.Option(8, min=1, help="Episodes in flight."),
+    max_turns: int = typer.Option(8, min=1, help="Turn limit per episode."),
+    judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
+    chunk_size: int = typer.Option(50, min=1, help="Episodes written per commit while simulating."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON, last."),
+) -> None:
+    """Run the nightly pipeline: ingest, simulate, score, filter, curate a task set, report."""
+    prefect_env()
+    params = _params(
+        run_id,
+        domain,
+        tasks_per_domain,
+        all_tasks,
+        task,
+        trials,
+        concurrency,
+        max_turns,
+        judge,
+        chunk_size,
+    )
+    try:
+        resolve_domains(params)  # bad input fails here, before any write
+    except NightlyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    from maestro.flows.nightly import nightly as flow
+
+    result = flow(params)
+    if as_json:
+        print(
+            json.dumps(
+                {k: result[k] for k in ("run_id", "html", "funnel", "pass_hat_k", "terminations")},
+                default=str,
+            )
+        )
+    else:
+        typer.echo(f"run {result['run_id']}: report {result['html']}")
+        for row in result["pass_hat_k"]:
+            typer.echo(
+                f"  {row['domain']} / {row['model']}: pass^1 {row.get('pass^1', 0):.3f} over {row['episodes']} episode(s)"
+            )
+
+
+def deploy(
+    cron: str = typer.Option("0 2 * * *", help="Cron schedule (UTC)."),
+    name: str = typer.Option("maestro-nightly", help="Deployment name."),
+) -> None:
+    """Serve the nightly flow on a schedule through Prefect (runs until interrupted)."""
+    prefect_env()
+    from maestro.flows.nightly import nightly as flow
+
+    typer.echo(f"serving {name} on cron '{cron}' (UTC); Ctrl-C to stop")
+    flow.serve(name=name, cron=cron)
+
+
+def ui(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(4200, help="Port."),
+) -> None:
+    """Start the Prefect server and UI locally (runs until interrupted) and print its URL."""
+    prefect_env()
+    url = f"http://{host}:{port}"
+    # The UI's own calls go to PREFECT_UI_API_URL, which otherwise assumes port 4200.
+    os.environ["PREFECT_UI_API_URL"] = f"{url}/api"
+    typer.echo(f"Prefect UI: {url}   (point runs at it with PREFECT_API_URL={url}/api)")
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
+    raise typer.Exit(subprocess.call(cmd))

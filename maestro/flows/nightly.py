@@ -1,0 +1,155 @@
+"""The nightly Prefect flow: ingest, simulate, score, filter, curate, report.
+
+The flow only composes tasks; each task wraps one stage function (``flows/stages.py``). Tasks
+carry no cache (their inputs are live objects, and every stage is resumable on its own).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import maestro.flows.report as reports
+import maestro.flows.stages as stages
+from maestro.agents.settings import LLMSettings, Role, load_llm_settings
+from maestro.domains import Domain
+from maestro.flows.stages import NightlyParams
+from maestro.simulation.episode import EpisodeResult
+from maestro.storage import Lake
+
+RUN_DIR = Path("runs")
+
+
+@task(name="validate inputs", cache_policy=NONE)
+def validate(params: NightlyParams) -> list[Domain]:
+    return stages.resolve_domains(params)
+
+
+@task(name="ingest domains", cache_policy=NONE, retries=2, retry_delay_seconds=5)
+def ingest(lake: Lake, run_id: str, domains: list[Domain]) -> dict[str, int]:
+    return stages.ingest(lake, run_id, domains)
+
+
+@task(
+    name="simulate",
+    task_run_name="simulate {domain.id}",
+    cache_policy=NONE,
+    retries=1,
+    retry_delay_seconds=5,
+)
+def simulate(
+    lake: Lake,
+    run_id: str,
+    domain: Domain,
+    task_ids: list[str],
+    params: NightlyParams,
+    settings: LLMSettings,
+    urls: dict[Role, str],
+) -> dict[str, Any]:
+    logger = get_run_logger()
+    total = len(task_ids) * params.trials
+    columns = (
+        TextColumn(f"simulate {domain.id}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, transient=False) as bar:
+        progress = bar.add_task(domain.id, total=total)
+
+        def on_episode(e: EpisodeResult) -> None:
+            bar.advance(progress)
+            logger.info(
+                "%s trial %d: %s in %.1f s%s",
+                e.task_id,
+                e.trial,
+                e.termination.value,
+                e.duration_s,
+                f" ({e.error})" if e.error else "",
+            )
+
+        stats = stages.simulate(lake, run_id, domain, task_ids, params, settings, urls, on_episode)
+        bar.update(progress, completed=total)
+    return stats
+
+
+@task(
+    name="score",
+    task_run_name="score {domain.id}",
+    cache_policy=NONE,
+    retries=1,
+    retry_delay_seconds=5,
+)
+def score(
+    lake: Lake, run_id: str, domain: Domain, settings: LLMSettings, judge_url: str | None
+) -> dict[str, int]:
+    return stages.score(lake, run_id, domain, settings, judge_url)
+
+
+@task(
+    name="filter",
+    task_run_name="filter {domain.id}",
+    cache_policy=NONE,
+    retries=1,
+    retry_delay_seconds=5,
+)
+def filter_tasks(lake: Lake, run_id: str, domain: Domain, task_ids: list[str]) -> dict[str, int]:
+    return stages.filter_tasks(lake, run_id, domain, task_ids)
+
+
+@task(name="curate task set", cache_policy=NONE, retries=1, retry_delay_seconds=5)
+def curate(lake: Lake, run_id: str) -> dict[str, Any]:
+    return stages.curate_task_set(lake, run_id)
+
+
+@task(name="report", cache_policy=NONE)
+def report(
+    lake: Lake, run_id: str, settings: LLMSettings, task_set: dict[str, Any]
+) -> dict[str, Any]:
+    built = reports.build_report(lake, run_id, settings, task_set)
+    out_dir = (Path(lake.root).parent if not lake.remote else RUN_DIR) / "reports"
+    html_path = reports.write_html(built, out_dir)
+    key = "maestro-nightly-" + "".join(c if c.isalnum() else "-" for c in run_id.lower()).strip("-")
+    create_markdown_artifact(
+        reports.to_markdown(built, html_path),
+        key=key[:100],
+        description=f"maestro nightly {run_id}",
+    )
+    create_table_artifact(
+        built.pass_hat_k or [{"domain": "-", "model": "-"}],
+        key=(key + "-pass-k")[:100],
+        description="pass^k per domain and model",
+    )
+    create_table_artifact(built.funnel, key=(key + "-funnel")[:100], description="task funnel")
+    return {"html": str(html_path), **built.model_dump()}
+
+
+def default_run_id() -> str:
+    return "nightly-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+@flow(name="maestro-nightly", log_prints=True)
+def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
+    """The whole nightly run, on the embedded defaults unless configured otherwise."""
+    params = params or NightlyParams()
+    run_id = params.run_id or default_run_id()
+    get_run_logger().info("run id %s (run again with --run-id %s to resume)", run_id, run_id)
+    lake = Lake()
+    domains = validate(params)
+    ingest(lake, run_id, domains)
+    plan = [(d, stages.select_tasks(d, params)) for d in domains]
+    plan = [(d, ids) for d, ids in plan if ids]
+    with stages.model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+        for domain, ids in plan:
+            simulate(lake, run_id, domain, ids, params, settings, urls)
+            score(lake, run_id, domain, settings, urls["judge"] if params.judge else None)
+            filter_tasks(lake, run_id, domain, ids)
+    task_set = curate(lake, run_id)
+    result = report(lake, run_id, settings, task_set)
+    return {"run_id": run_id, **result}

@@ -1,0 +1,215 @@
+"""The nightly report: the funnel, pass^k per domain and model, tokens, cost and latency, read
+back from the lake; as Markdown (the Prefect artifact), tables, and a self-contained HTML page
+with SVG charts (no script, no network)."""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel
+
+from maestro.agents.settings import ROLES, LLMSettings
+from maestro.scoring.metrics import pass_hat_k
+from maestro.storage import Lake
+
+
+class RunReport(BaseModel):
+    run_id: str
+    funnel: list[dict[str, Any]]
+    pass_hat_k: list[dict[str, Any]]
+    roles: list[dict[str, Any]]
+    terminations: dict[str, int]
+    task_set: dict[str, Any] | None = None
+
+
+def build_report(
+    lake: Lake, run_id: str, settings: LLMSettings, task_set: dict[str, Any] | None = None
+) -> RunReport:
+    verdicts = lake.read("task_verdicts").filter(pl.col("run_id") == run_id).collect()
+    scores = lake.read("scores").filter(pl.col("run_id") == run_id).collect()
+    episodes = (
+        lake.read("episodes").filter(pl.col("run_id") == run_id).select("termination").collect()
+    )
+    calls = lake.read("llm_calls").filter(pl.col("run_id") == run_id).collect()
+    funnel = [
+        {"stage": "tasks in scope", "tasks": verdicts.height},
+        {
+            "stage": "gold replay succeeds",
+            "tasks": int(verdicts["gold_replay_ok"].sum() or 0) if verdicts.height else 0,
+        },
+        {
+            "stage": "gold scores 1",
+            "tasks": int(verdicts["gold_scores_one"].sum() or 0) if verdicts.height else 0,
+        },
+        {
+            "stage": "doing nothing scores 0",
+            "tasks": int((verdicts["gold_scores_one"] & verdicts["null_scores_zero"]).sum() or 0)
+            if verdicts.height
+            else 0,
+        },
+        {
+            "stage": "simulated and scored",
+            "tasks": int((verdicts["trials"] > 0).sum() or 0) if verdicts.height else 0,
+        },
+        {
+            "stage": "accepted",
+            "tasks": int(verdicts["accepted"].sum() or 0) if verdicts.height else 0,
+        },
+    ]
+    groups: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for r in scores.select("domain_id", "assistant_model", "task_id", "passed").to_dicts():
+        groups[(r["domain_id"], r["assistant_model"])][r["task_id"]].append(bool(r["passed"]))
+    hat = []
+    for (domain, model), tasks in sorted(groups.items()):
+        k_max = min(len(v) for v in tasks.values())
+        row: dict[str, Any] = {
+            "domain": domain,
+            "model": model,
+            "tasks": len(tasks),
+            "episodes": sum(len(v) for v in tasks.values()),
+        }
+        for k in range(1, k_max + 1):
+            row[f"pass^{k}"] = round(
+                sum(pass_hat_k(len(v), sum(v), k) for v in tasks.values()) / len(tasks), 4
+            )
+        hat.append(row)
+    roles = []
+    for role in ROLES:
+        rc = calls.filter(pl.col("role") == role) if calls.height else calls
+        if not rc.height:
+            continue
+        rs = settings.role(role)
+        tin, tout = int(rc["prompt_tokens"].sum()), int(rc["completion_tokens"].sum())
+        roles.append(
+            {
+                "role": role,
+                "calls": rc.height,
+                "failed": int((rc["status"] != "ok").sum()),
+                "prompt_tokens": tin,
+                "completion_tokens": tout,
+                "cost_usd": round(
+                    tin / 1e6 * rs.input_cost_per_mtok + tout / 1e6 * rs.output_cost_per_mtok, 4
+                ),
+                "latency_mean_s": round(
+                    float(rc.select(pl.col("latency_s").mean()).item() or 0.0), 3
+                ),
+                "latency_p95_s": round(
+                    float(rc.select(pl.col("latency_s").quantile(0.95)).item() or 0.0), 3
+                ),
+            }
+        )
+    terminations = (
+        {r["termination"]: r["len"] for r in episodes.group_by("termination").len().to_dicts()}
+        if episodes.height
+        else {}
+    )
+    return RunReport(
+        run_id=run_id,
+        funnel=funnel,
+        pass_hat_k=hat,
+        roles=roles,
+        terminations=terminations,
+        task_set=task_set,
+    )
+
+
+def _md_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "_none_\n"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(report: RunReport, html_path: Path | None) -> str:
+    parts = [f"# maestro nightly `{report.run_id}`\n"]
+    if html_path is not None:
+        parts.append(f"Full report with charts: `{html_path}`\n")
+    parts += ["## Funnel\n", _md_table(report.funnel)]
+    parts += ["## pass^k per domain and model\n", _md_table(report.pass_hat_k)]
+    parts += ["## Tokens, cost and latency per role\n", _md_table(report.roles)]
+    parts += [
+        "## Episode endings\n",
+        _md_table(
+            [{"termination": k, "episodes": v} for k, v in sorted(report.terminations.items())]
+        ),
+    ]
+    if report.task_set:
+        parts.append(
+            f"## Task set\n\n`{report.task_set['task_set_id']}`: {report.task_set['tasks']} accepted tasks, built from {report.task_set['built_from']}\n"
+        )
+    return "\n".join(parts)
+
+
+def _bars(title: str, items: list[tuple[str, float]], unit: str = "", width: int = 640) -> str:
+    """A horizontal bar chart as inline SVG."""
+    if not items:
+        return f"<h2>{html.escape(title)}</h2><p>no data</p>"
+    top = max(v for _, v in items) or 1.0
+    row_h, label_w = 26, 230
+    h = row_h * len(items) + 10
+    bars = []
+    for i, (label, value) in enumerate(items):
+        y = 5 + i * row_h
+        w = (width - label_w - 90) * value / top
+        bars.append(
+            f'<text x="{label_w - 8}" y="{y + 17}" text-anchor="end">{html.escape(label)}</text>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{w:.1f}" height="{row_h - 8}" fill="#3b6ea8"/>'
+            f'<text x="{label_w + w + 6:.1f}" y="{y + 17}">{value:g}{html.escape(unit)}</text>'
+        )
+    return f'<h2>{html.escape(title)}</h2><svg width="{width}" height="{h}" font-family="sans-serif" font-size="13">{"".join(bars)}</svg>'
+
+
+def to_html(report: RunReport) -> str:
+    charts = [
+        _bars("Funnel (tasks)", [(f["stage"], f["tasks"]) for f in report.funnel]),
+        _bars(
+            "pass^1 by domain and model",
+            [(f"{r['domain']} / {r['model']}", r.get("pass^1", 0.0)) for r in report.pass_hat_k],
+        ),
+        _bars(
+            "Tokens by role (prompt + completion)",
+            [(r["role"], r["prompt_tokens"] + r["completion_tokens"]) for r in report.roles],
+        ),
+        _bars(
+            "Mean latency per call by role",
+            [(r["role"], r["latency_mean_s"]) for r in report.roles],
+            " s",
+        ),
+        _bars("Episode endings", sorted(report.terminations.items())),
+    ]
+
+    def table(rows: list[dict[str, Any]]) -> str:
+        if not rows:
+            return "<p>none</p>"
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
+            for r in rows
+        )
+        return f"<table><tr>{head}</tr>{body}</table>"
+
+    style = "body{font-family:sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em}"
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>maestro nightly {html.escape(report.run_id)}</title>"
+        f"<style>{style}</style></head><body><h1>maestro nightly <code>{html.escape(report.run_id)}</code></h1>"
+        + "".join(charts)
+        + "<h2>pass^k</h2>"
+        + table(report.pass_hat_k)
+        + "<h2>Roles</h2>"
+        + table(report.roles)
+        + "</body></html>"
+    )
+
+
+def write_html(report: RunReport, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = (out_dir / f"{report.run_id.replace('/', '_')}.html").resolve()
+    path.write_text(to_html(report), encoding="utf-8")
+    return path

@@ -1,0 +1,369 @@
+"""The nightly run's stages as plain functions over the lake: ingest, simulate, score, filter,
+curate a task set. The Prefect flow (``flows/nightly.py``) wraps each in a task.
+
+Every stage is resumable: it reads what the run already wrote and does only the rest, so a run
+killed at any point and started again with the same run id ends with every row exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, Field
+
+from maestro.agents.client import CallLog
+from maestro.agents.embedded import EmbeddedServer
+from maestro.agents.settings import ROLES, LLMSettings, Role
+from maestro.domains import Domain, inspect_package, library_ids, library_path
+from maestro.flows.records import (
+    domain_row,
+    episode_id,
+    episode_row,
+    llm_call_row,
+    score_row,
+    task_row,
+)
+from maestro.flows.simulate import score_batch
+from maestro.scoring import check_task
+from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination
+from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch
+from maestro.simulation.trajectory import Message, ToolCall, Trajectory
+from maestro.storage import Lake
+
+
+class NightlyError(Exception):
+    """Bad input to the nightly run, found before anything is written."""
+
+
+class NightlyParams(BaseModel):
+    """What a nightly run covers; the defaults finish in about 15 minutes on the embedded model."""
+
+    run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$")
+    #: Library ids or package folders; empty means every library domain.
+    domains: list[str] = Field(default_factory=list)
+    #: The first N tasks of each domain (one per category first); None runs them all.
+    tasks_per_domain: int | None = Field(2, ge=1)
+    #: Explicit task ids; overrides ``tasks_per_domain`` for the domains that have them.
+    task_ids: list[str] = Field(default_factory=list)
+    trials: int = Field(1, ge=1, le=64)
+    concurrency: int = Field(8, ge=1, le=4096)
+    max_turns: int = Field(8, ge=1)
+    episode_deadline_s: float = Field(600.0, gt=0)
+    judge: bool = True
+    #: Episodes written per commit during simulation (what a crash can lose and must redo).
+    chunk_size: int = Field(50, ge=1)
+
+
+def resolve_domains(params: NightlyParams) -> list[Domain]:
+    """Load and validate every domain named (or the library) before anything is written."""
+    targets = params.domains or library_ids()
+    paths = []
+    for t in targets:
+        p = Path(t)
+        if p.is_dir():
+            paths.append(p)
+            continue
+        try:
+            paths.append(library_path(t))
+        except KeyError as exc:
+            raise NightlyError(str(exc.args[0])) from None
+    domains: list[Domain] = []
+    problems: list[str] = []
+    for p in paths:
+        domain, found = inspect_package(p)
+        problems.extend(f"{p}: {x}" for x in found)
+        if domain is not None:
+            domains.append(domain)
+    if problems:
+        raise NightlyError(
+            "domain packages have problems:\n" + "\n".join(f"  - {x}" for x in problems)
+        )
+    ids = [d.id for d in domains]
+    if len(set(ids)) != len(ids):
+        raise NightlyError(f"two packages share a domain id: {ids}")
+    known = {t.id for d in domains for t in d.tasks}
+    unknown = [t for t in params.task_ids if t not in known]
+    if unknown:
+        raise NightlyError(f"no domain has task(s) {unknown}")
+    return domains
+
+
+def select_tasks(domain: Domain, params: NightlyParams) -> list[str]:
+    """The tasks of a domain this run covers: the named ones, or a spread over categories."""
+    named = [t.id for t in domain.tasks if t.id in params.task_ids]
+    if named:
+        return named
+    if params.task_ids or params.tasks_per_domain is None:
+        return [] if params.task_ids else [t.id for t in domain.tasks]
+    by_category: dict[str | None, list[str]] = {}
+    for t in domain.tasks:
+        by_category.setdefault(t.category, []).append(t.id)
+    picked: list[str] = []
+    while len(picked) < params.tasks_per_domain and any(by_category.values()):
+        for ids in by_category.values():
+            if ids and len(picked) < params.tasks_per_domain:
+                picked.append(ids.pop(0))
+    return sorted(picked)
+
+
+def ingest(lake: Lake, run_id: str, domains: Sequence[Domain]) -> dict[str, int]:
+    """Write each domain package and its tasks (merged on their keys)."""
+    lake.write("domains", [domain_row(d) for d in domains], run_id)
+    lake.write("tasks", [task_row(d, t) for d in domains for t in d.tasks], run_id)
+    return {"domains": len(domains), "tasks": sum(len(d.tasks) for d in domains)}
+
+
+@contextlib.contextmanager
+def model_endpoints(
+    settings: LLMSettings, run_dir: Path
+) -> Iterator[tuple[LLMSettings, dict[Role, str]]]:
+    """Base URLs for every role, starting the embedded model when a role has no endpoint."""
+    if not settings.uses_embedded():
+        yield settings, {r: settings.role(r).base_url or "" for r in ROLES}
+        return
+    with EmbeddedServer(settings.embedded, run_dir) as server:
+        assert server.base_url is not None
+        local = settings.model_copy(deep=True)
+        for r in ROLES:
+            rs = local.role(r)
+            if rs.base_url is None:
+                rs.model = rs.model or local.embedded.model_name
+                rs.max_concurrency, rs.timeout_s, rs.deadline_s = (
+                    1,
+                    max(rs.timeout_s, 600.0),
+                    max(rs.deadline_s, 1800.0),
+                )
+        yield local, {r: local.role(r).base_url or server.base_url for r in ROLES}
+
+
+def model_name(settings: LLMSettings, role: Role) -> str:
+    rs = settings.role(role)
+    return rs.model or (settings.embedded.model_name if rs.base_url is None else "default")
+
+
+def _run_ids(lake: Lake, table: str, run_id: str, column: str, **equals: str) -> set[str]:
+    frame = lake.read(table).filter(pl.col("run_id") == run_id)
+    for k, v in equals.items():
+        frame = frame.filter(pl.col(k) == v)
+    return set(frame.select(column).collect().to_series().to_list())
+
+
+def simulate(
+    lake: Lake,
+    run_id: str,
+    domain: Domain,
+    task_ids: Sequence[str],
+    params: NightlyParams,
+    settings: LLMSettings,
+    urls: dict[Role, str],
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+) -> dict[str, Any]:
+    """Run the episodes this run has not stored yet, writing them (and their LLM calls) chunk
+    by chunk as they finish."""
+    assistant, user = model_name(settings, "assistant"), model_name(settings, "user")
+    done = _run_ids(lake, "episodes", run_id, "episode_id", domain_id=domain.id)
+    jobs = [
+        j
+        for j in make_jobs(domain, task_ids, params.trials)
+        if episode_id(run_id, domain.id, j.task_id, j.trial, assistant) not in done
+    ]
+    config = BatchConfig(
+        concurrency=params.concurrency,
+        limits=EpisodeLimits(max_turns=params.max_turns, deadline_s=params.episode_deadline_s),
+    )
+    started = time.perf_counter()
+    stats = {"episodes": 0, "skipped": len(done), "llm_calls": 0, "simulate_s": 0.0, "write_s": 0.0}
+    for i in range(0, len(jobs), params.chunk_size):
+        chunk = jobs[i : i + params.chunk_size]
+        t0 = time.perf_counter()
+        batch = _run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
+        t1 = time.perf_counter()
+        lake.write(
+            "episodes",
+            [
+                episode_row(run_id, e, domain.manifest.version, assistant, user)
+                for e in batch.episodes
+            ],
+            run_id,
+            mode="insert",
+        )
+        lake.write(
+            "llm_calls", [llm_call_row(run_id, c) for c in batch.llm_calls], run_id, mode="insert"
+        )
+        stats["simulate_s"] += t1 - t0
+        stats["write_s"] += time.perf_counter() - t1
+        stats["episodes"] += len(batch.episodes)
+        stats["llm_calls"] += len(batch.llm_calls)
+    stats["wall_s"] = time.perf_counter() - started
+    return stats
+
+
+def _run(coro: Any) -> BatchResult:
+    return asyncio.run(coro)
+
+
+def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
+    """The trajectory stored in an episodes row."""
+    messages = []
+    for m in row["messages"] or []:
+        calls = []
+        for c in m.get("tool_calls") or []:
+            try:
+                args: dict[str, Any] | str = json.loads(c["arguments"])
+                if not isinstance(args, dict):
+                    args = c["arguments"]
+            except (TypeError, json.JSONDecodeError):
+                args = c["arguments"]
+            calls.append(ToolCall(id=c["id"], name=c["name"], arguments=args))
+        messages.append(
+            Message(
+                role=m["role"],
+                content=m.get("content"),
+                tool_calls=calls,
+                tool_call_id=m.get("tool_call_id"),
+                name=m.get("name"),
+                status=m.get("status"),
+                latency_s=m.get("latency_s"),
+                prompt_tokens=m.get("prompt_tokens"),
+                completion_tokens=m.get("completion_tokens"),
+            )
+        )
+    return Trajectory(
+        domain_id=row["domain_id"],
+        task_id=row["task_id"],
+        messages=messages,
+        termination=row["termination"],
+    )
+
+
+def episode_from_row(row: dict[str, Any]) -> EpisodeResult:
+    return EpisodeResult(
+        domain_id=row["domain_id"],
+        task_id=row["task_id"],
+        trial=row["trial"],
+        seed=row["seed"] or 0,
+        trajectory=trajectory_from_row(row),
+        termination=Termination(row["termination"]),
+        error=row["error"],
+        duration_s=row["duration_s"] or 0.0,
+        llm_calls=row["llm_calls"] or 0,
+        prompt_tokens=row["prompt_tokens"] or 0,
+        completion_tokens=row["completion_tokens"] or 0,
+        tool_calls=row["n_tool_calls"] or 0,
+    )
+
+
+def score(
+    lake: Lake, run_id: str, domain: Domain, settings: LLMSettings, judge_url: str | None
+) -> dict[str, int]:
+    """Score the run's episodes of a domain that have no score yet."""
+    assistant = model_name(settings, "assistant")
+    scored = _run_ids(lake, "scores", run_id, "episode_id", domain_id=domain.id)
+    rows = (
+        lake.read("episodes")
+        .filter(
+            (pl.col("run_id") == run_id)
+            & (pl.col("domain_id") == domain.id)
+            & ~pl.col("episode_id").is_in(list(scored))
+        )
+        .collect()
+        .to_dicts()
+    )
+    if not rows:
+        return {"scored": 0, "skipped": len(scored)}
+    episodes = [episode_from_row(r) for r in rows]
+    batch = BatchResult(episodes=episodes, llm_calls=[], wall_s=0.0)
+    judge_calls = CallLog()
+    cards = asyncio.run(score_batch(domain, batch, settings, judge_url, judge_calls))
+    lake.write(
+        "scores",
+        [
+            score_row(run_id, e, c, r["assistant_model"] or assistant)
+            for e, c, r in zip(episodes, cards, rows, strict=True)
+        ],
+        run_id,
+        mode="insert",
+    )
+    lake.write(
+        "llm_calls", [llm_call_row(run_id, c) for c in judge_calls.calls], run_id, mode="insert"
+    )
+    return {"scored": len(cards), "skipped": len(scored), "judge_calls": len(judge_calls.calls)}
+
+
+def difficulty_band(pass_rate: float) -> str:
+    if pass_rate >= 0.8:
+        return "easy"
+    if pass_rate >= 0.4:
+        return "medium"
+    if pass_rate > 0:
+        return "hard"
+    return "unsolved"
+
+
+def filter_tasks(
+    lake: Lake, run_id: str, domain: Domain, task_ids: Sequence[str]
+) -> dict[str, int]:
+    """Task verdicts: gold replay succeeds, gold scores 1, doing nothing scores 0, and the pass
+    rate over the run's trials gives the difficulty band."""
+    scores = (
+        lake.read("scores")
+        .filter((pl.col("run_id") == run_id) & (pl.col("domain_id") == domain.id))
+        .group_by("task_id")
+        .agg(pl.len().alias("trials"), pl.col("passed").sum().alias("successes"))
+        .collect()
+    )
+    by_task = {r["task_id"]: r for r in scores.to_dicts()}
+    rows = []
+    for task_id in task_ids:
+        check = check_task(domain, domain.task(task_id))
+        trials = int(by_task.get(task_id, {}).get("trials") or 0)
+        successes = int(by_task.get(task_id, {}).get("successes") or 0)
+        rate = successes / trials if trials else 0.0
+        reasons = list(check.problems)
+        if trials == 0:
+            reasons.append("no scored episode")
+        rows.append(
+            {
+                "domain_id": domain.id,
+                "task_id": task_id,
+                "gold_replay_ok": not any("gold action" in p for p in check.problems),
+                "gold_scores_one": check.gold_pass,
+                "null_scores_zero": check.null_fail,
+                "trials": trials,
+                "successes": successes,
+                "pass_rate": rate,
+                "difficulty_band": difficulty_band(rate),
+                "accepted": check.ok and trials > 0,
+                "reasons": reasons,
+            }
+        )
+    lake.write("task_verdicts", rows, run_id)
+    return {"verdicts": len(rows), "accepted": sum(1 for r in rows if r["accepted"])}
+
+
+def curate_task_set(lake: Lake, run_id: str) -> dict[str, Any]:
+    """The run's accepted tasks as a task set naming the table versions it was built from."""
+    accepted = (
+        lake.read("task_verdicts")
+        .filter((pl.col("run_id") == run_id) & pl.col("accepted"))
+        .select("domain_id", "task_id")
+        .sort("domain_id", "task_id")
+        .collect()
+        .to_dicts()
+    )
+    built_from = lake.versions(["domains", "tasks", "episodes", "scores", "task_verdicts"])
+    row = {
+        "task_set_id": f"nightly/{run_id}",
+        "name": f"nightly {run_id}",
+        "tasks": accepted,
+        "built_from": built_from,
+    }
+    lake.write("task_sets", [row], run_id)
+    return {"task_set_id": row["task_set_id"], "tasks": len(accepted), "built_from": built_from}
