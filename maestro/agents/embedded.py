@@ -174,10 +174,14 @@ def extract_tool_calls(text: str, tool_names: set[str]) -> tuple[str | None, lis
         for m in _FENCED.finditer(text):
             candidates.append((m.group(1), m.group(0)))
     if not candidates:
-        stripped = text.strip()
-        start = stripped.find("{")
-        if start != -1 and stripped.endswith("}"):
-            candidates.append((stripped[start:], stripped[start:]))
+        # A bare JSON object anywhere in the text, text before or after it allowed.
+        start = text.find("{")
+        if start != -1:
+            try:
+                _, end = json.JSONDecoder().raw_decode(text, start)
+                candidates.append((text[start:end], text[start:end]))
+            except json.JSONDecodeError:
+                pass
     calls = []
     remaining = text
     for blob, span in candidates:

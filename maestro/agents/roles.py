@@ -27,11 +27,12 @@ customer to a human agent by calling the tool `transfer_to_human_agents` if it e
 
 {policy}"""
 
-USER_PREAMBLE = """You are playing a customer who contacts {name}'s customer service. Stay in character.
+USER_PREAMBLE = """You are role-playing a customer of {name} who is contacting its customer-service agent.
+Stay in character as the customer; the other side of the conversation is the agent.
 
 Persona: {persona}
 
-Why you are calling: {reason}
+Why you are contacting them: {reason}
 
 What you know (give it only when the agent asks for it): {known}
 
@@ -40,10 +41,16 @@ What you do not know (say so if asked; never make it up): {unknown}
 How to behave: {instructions}
 
 Rules:
-- Write one short message at a time, as a customer would; never act as the agent.
-- Never invent facts (names, numbers, ids, dates) that are not in your instructions.
-- When your request is fully handled, or clearly cannot be, end the conversation by writing {stop} alone.
-- If you are transferred to another agent, write {transfer} alone."""
+- Write one short message at a time, as a customer would; never write the agent's part.
+- Never invent facts (names, numbers, ids, dates) that are not in your instructions.{ending}"""
+
+# Told only once the conversation has started: small models otherwise open with the token.
+ENDING = """
+- Only when your request has been fully handled, or clearly cannot be, end the conversation by
+  replying with the single word {stop}. If the agent transfers you to someone else, reply with
+  {transfer}."""
+
+OPENING = "Hi! Thanks for contacting us. How can I help you today?"
 
 
 class Assistant:
@@ -75,32 +82,36 @@ class UserSimulator:
     def __init__(self, client: ChatClient, domain: Domain, task: Task) -> None:
         self.client = client
         ins = task.user_scenario.instructions
-        self.system = USER_PREAMBLE.format(
+        self._fields = dict(
             name=domain.manifest.name,
             persona=task.user_scenario.persona or "an ordinary customer",
             reason=ins.reason_for_call,
             known=ins.known_info or "nothing beyond the above",
             unknown=ins.unknown_info or "nothing in particular",
             instructions=ins.task_instructions,
-            stop=STOP,
-            transfer=TRANSFER,
         )
+        self.system = USER_PREAMBLE.format(
+            **self._fields, ending=ENDING.format(stop=STOP, transfer=TRANSFER)
+        )
+        self.opening_system = USER_PREAMBLE.format(**self._fields, ending="")
 
     async def respond(
         self, history: Sequence[Message], *, episode: str, seed: int | None
     ) -> Completion:
         """The user's next message; the conversation seen from the user's side (roles swapped,
-        tool traffic hidden)."""
-        messages: list[Message | dict[str, Any]] = [{"role": "system", "content": self.system}]
+        tool traffic hidden), opening with the agent's greeting."""
+        opening = not any(m.role == "user" for m in history)
+        system = self.opening_system if opening else self.system
+        messages: list[Message | dict[str, Any]] = [
+            {"role": "system", "content": system},
+            # The user answers a greeting, as a customer would: it keeps small models in role.
+            {"role": "user", "content": OPENING},
+        ]
         for m in history:
             if m.role == "user" and m.content:
                 messages.append({"role": "assistant", "content": m.content})
             elif m.role == "assistant" and m.content:
                 messages.append({"role": "user", "content": m.content})
-        if len(messages) == 1:
-            messages.append(
-                {"role": "user", "content": "(The agent is waiting for your first message.)"}
-            )
         return await self.client.complete(messages, None, episode=episode, seed=seed)
 
 

@@ -61,6 +61,8 @@ class EmbeddedModelSettings(BaseModel):
     #: Where the reassembled GGUF file is kept (checked by sha256 before use).
     cache_dir: Path = Path("runs/models")
     n_ctx: int = 8192
+    #: Completion-token cap for roles it serves (about 40 tokens/s on two cores).
+    max_tokens: int = 384
     #: RAM kept for the KV states of recent prompts (each role's system prompt stays warm).
     prompt_cache_mb: int = 2048
     n_threads: int | None = None

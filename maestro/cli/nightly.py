@@ -41,6 +41,7 @@ def _params(
     max_turns: int,
     judge: bool,
     chunk_size: int,
+    ray_workers: int,
 ) -> NightlyParams:
     try:
         return NightlyParams(
@@ -53,6 +54,7 @@ def _params(
             max_turns=max_turns,
             judge=judge,
             chunk_size=chunk_size,
+            ray_workers=ray_workers,
         )
     except ValidationError as exc:
         raise typer.BadParameter(
@@ -79,6 +81,9 @@ def nightly(
     max_turns: int = typer.Option(8, min=1, help="Turn limit per episode."),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
     chunk_size: int = typer.Option(50, min=1, help="Episodes written per commit while simulating."),
+    ray_workers: int = typer.Option(
+        0, min=0, help="Fan episodes out over Ray workers (0: in-process asyncio)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON, last."),
 ) -> None:
     """Run the nightly pipeline: ingest, simulate, score, filter, curate a task set, report."""
@@ -94,6 +99,7 @@ def nightly(
         max_turns,
         judge,
         chunk_size,
+        ray_workers,
     )
     try:
         resolve_domains(params)  # bad input fails here, before any write
@@ -106,7 +112,10 @@ def nightly(
     if as_json:
         print(
             json.dumps(
-                {k: result[k] for k in ("run_id", "html", "funnel", "pass_hat_k", "terminations")},
+                {
+                    k: result[k]
+                    for k in ("run_id", "html", "funnel", "pass_hat_k", "terminations", "timings")
+                },
                 default=str,
             )
         )

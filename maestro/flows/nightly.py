@@ -6,6 +6,7 @@ carry no cache (their inputs are live objects, and every stage is resumable on i
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import maestro.flows.report as reports
 import maestro.flows.stages as stages
 from maestro.agents.settings import LLMSettings, Role, load_llm_settings
 from maestro.domains import Domain
+from maestro.flows.endpoints import model_endpoints
 from maestro.flows.stages import NightlyParams
 from maestro.simulation.episode import EpisodeResult
 from maestro.storage import Lake
@@ -137,6 +139,7 @@ def default_run_id() -> str:
 @flow(name="maestro-nightly", log_prints=True)
 def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
     """The whole nightly run, on the embedded defaults unless configured otherwise."""
+    started = time.perf_counter()
     params = params or NightlyParams()
     run_id = params.run_id or default_run_id()
     get_run_logger().info("run id %s (run again with --run-id %s to resume)", run_id, run_id)
@@ -145,11 +148,13 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
     ingest(lake, run_id, domains)
     plan = [(d, stages.select_tasks(d, params)) for d in domains]
     plan = [(d, ids) for d, ids in plan if ids]
-    with stages.model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+    simulate_s = 0.0
+    with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
         for domain, ids in plan:
-            simulate(lake, run_id, domain, ids, params, settings, urls)
+            simulate_s += simulate(lake, run_id, domain, ids, params, settings, urls)["simulate_s"]
             score(lake, run_id, domain, settings, urls["judge"] if params.judge else None)
             filter_tasks(lake, run_id, domain, ids)
     task_set = curate(lake, run_id)
     result = report(lake, run_id, settings, task_set)
-    return {"run_id": run_id, **result}
+    wall_s = time.perf_counter() - started
+    return {"run_id": run_id, **result, "timings": {"flow_s": wall_s, "simulate_s": simulate_s}}

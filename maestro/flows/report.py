@@ -151,7 +151,11 @@ def _bars(title: str, items: list[tuple[str, float]], unit: str = "", width: int
     if not items:
         return f"<h2>{html.escape(title)}</h2><p>no data</p>"
     top = max(v for _, v in items) or 1.0
-    row_h, label_w = 26, 230
+    row_h = 26
+    label_w = min(
+        420, max(120, 8 * max(len(label) for label, _ in items))
+    )  # about 8 px a character
+    width = max(width, label_w + 300)
     h = row_h * len(items) + 10
     bars = []
     for i, (label, value) in enumerate(items):

@@ -13,10 +13,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from maestro.agents.client import CallRecorder, Endpoints
-from maestro.agents.embedded import EmbeddedServer
 from maestro.agents.judge import LLMJudge
-from maestro.agents.settings import ROLES, LLMSettings, Role, load_llm_settings
+from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.package import Domain
+from maestro.flows.endpoints import model_endpoints
 from maestro.scoring.card import ScoreCard
 from maestro.scoring.metrics import pass_at_k, pass_hat_k
 from maestro.scoring.scorer import Scorer
@@ -133,24 +133,7 @@ def simulate_domain(
     """Run k trials of each task (on Ray when ``ray_workers`` > 0), score them, and report."""
     settings = settings or load_llm_settings()
     jobs = make_jobs(domain, task_ids, trials, base_seed)
-    embedded: EmbeddedServer | None = None
-    try:
-        if settings.uses_embedded():
-            embedded = EmbeddedServer(settings.embedded, run_dir).start()
-        urls: dict[Role, str] = {
-            r: settings.role(r).base_url or (embedded.base_url if embedded else "") or ""
-            for r in ROLES
-        }
-        if embedded is not None:
-            settings = settings.model_copy(deep=True)
-            for r in ROLES:
-                rs = settings.role(r)
-                if rs.base_url is None:
-                    rs.model = rs.model or settings.embedded.model_name
-                    # One small local model answers every role in turn: keep requests few.
-                    rs.max_concurrency = 1
-                    rs.timeout_s = max(rs.timeout_s, 600.0)
-                    rs.deadline_s = max(rs.deadline_s, 1800.0)
+    with model_endpoints(settings, run_dir) as (settings, urls):
         if ray_workers > 0:
             from maestro.simulation.ray_support import ensure_ray
 
@@ -159,7 +142,4 @@ def simulate_domain(
         else:
             batch = asyncio.run(run_batch(jobs, settings, urls, config, on_episode=on_episode))
         cards = asyncio.run(score_batch(domain, batch, settings, urls["judge"] if judge else None))
-    finally:
-        if embedded is not None:
-            embedded.stop()
     return batch, cards, report(domain, trials, batch, cards, judge)

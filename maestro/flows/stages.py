@@ -8,10 +8,9 @@ killed at any point and started again with the same run id ends with every row e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from maestro.agents.client import CallLog
-from maestro.agents.embedded import EmbeddedServer
-from maestro.agents.settings import ROLES, LLMSettings, Role
+from maestro.agents.settings import LLMSettings, Role
 from maestro.domains import Domain, inspect_package, library_ids, library_path
+from maestro.flows.endpoints import model_name
 from maestro.flows.records import (
     domain_row,
     episode_id,
@@ -33,7 +32,8 @@ from maestro.flows.records import (
 from maestro.flows.simulate import score_batch
 from maestro.scoring import check_task
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination
-from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch
+from maestro.simulation.ray_support import ensure_ray
+from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
 from maestro.simulation.trajectory import Message, ToolCall, Trajectory
 from maestro.storage import Lake
 
@@ -59,6 +59,9 @@ class NightlyParams(BaseModel):
     judge: bool = True
     #: Episodes written per commit during simulation (what a crash can lose and must redo).
     chunk_size: int = Field(50, ge=1)
+    #: Fan each chunk out over this many Ray workers (a local Ray, or MAESTRO_RAY_ADDRESS);
+    #: 0 runs episodes with asyncio in the flow's process.
+    ray_workers: int = Field(0, ge=0, le=1024)
 
 
 def resolve_domains(params: NightlyParams) -> list[Domain]:
@@ -120,34 +123,6 @@ def ingest(lake: Lake, run_id: str, domains: Sequence[Domain]) -> dict[str, int]
     return {"domains": len(domains), "tasks": sum(len(d.tasks) for d in domains)}
 
 
-@contextlib.contextmanager
-def model_endpoints(
-    settings: LLMSettings, run_dir: Path
-) -> Iterator[tuple[LLMSettings, dict[Role, str]]]:
-    """Base URLs for every role, starting the embedded model when a role has no endpoint."""
-    if not settings.uses_embedded():
-        yield settings, {r: settings.role(r).base_url or "" for r in ROLES}
-        return
-    with EmbeddedServer(settings.embedded, run_dir) as server:
-        assert server.base_url is not None
-        local = settings.model_copy(deep=True)
-        for r in ROLES:
-            rs = local.role(r)
-            if rs.base_url is None:
-                rs.model = rs.model or local.embedded.model_name
-                rs.max_concurrency, rs.timeout_s, rs.deadline_s = (
-                    1,
-                    max(rs.timeout_s, 600.0),
-                    max(rs.deadline_s, 1800.0),
-                )
-        yield local, {r: local.role(r).base_url or server.base_url for r in ROLES}
-
-
-def model_name(settings: LLMSettings, role: Role) -> str:
-    rs = settings.role(role)
-    return rs.model or (settings.embedded.model_name if rs.base_url is None else "default")
-
-
 def _run_ids(lake: Lake, table: str, run_id: str, column: str, **equals: str) -> set[str]:
     frame = lake.read(table).filter(pl.col("run_id") == run_id)
     for k, v in equals.items():
@@ -183,7 +158,14 @@ def simulate(
     for i in range(0, len(jobs), params.chunk_size):
         chunk = jobs[i : i + params.chunk_size]
         t0 = time.perf_counter()
-        batch = _run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
+        if params.ray_workers:
+            ensure_ray(Path("runs"))
+            batch = run_on_ray(chunk, settings, urls, config, workers=params.ray_workers)
+            for e in batch.episodes:
+                if on_episode is not None:
+                    on_episode(e)
+        else:
+            batch = _run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
         t1 = time.perf_counter()
         lake.write(
             "episodes",

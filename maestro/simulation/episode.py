@@ -138,6 +138,12 @@ async def run_episode(
                     Termination.USER_ERROR,
                     "the user simulator answered with tool calls instead of text",
                 )
+            if turns == 0 and user_signal(text):
+                # Ending the conversation before it began is a simulator failure, not a stop.
+                return (
+                    Termination.USER_ERROR,
+                    f"the user simulator opened with {text.strip()[:40]!r}",
+                )
             history.append(_stamp(Message(role="user", content=text), said))
             turns += 1
             signal = user_signal(text)

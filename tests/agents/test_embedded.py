@@ -32,6 +32,7 @@ NAMES = {"get_order", "cancel_order"}
         '{"name": "get_order", "arguments": {"order_id": "O1"}}',
         'Let me check.\n```json\n{"name": "get_order", "arguments": {"order_id": "O1"}}\n```',
         '<tool_call>{"name": "get_order", "parameters": {"order_id": "O1"}}',  # unclosed tag, "parameters"
+        'Let me check.\n{"name": "get_order", "arguments": {"order_id": "O1"}}\nOne moment.',
     ],
 )
 def test_tool_calls_written_as_text_become_tool_calls(text: str) -> None:
@@ -39,7 +40,7 @@ def test_tool_calls_written_as_text_become_tool_calls(text: str) -> None:
     assert len(calls) == 1
     assert calls[0]["function"]["name"] == "get_order"
     assert json.loads(calls[0]["function"]["arguments"]) == {"order_id": "O1"}
-    assert content in (None, "Let me check.")
+    assert content in (None, "Let me check.", "Let me check.\n\nOne moment.")
 
 
 def test_text_that_is_not_a_call_of_an_offered_tool_stays_text() -> None:

@@ -203,3 +203,29 @@ def test_bad_input_is_refused_before_any_write(oracle: ScriptedServer, tmp_path:
     proc = nightly(env, "--trials", "0")
     assert proc.returncode == 2
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.slow
+def test_nightly_fans_episodes_out_over_a_local_ray(oracle: ScriptedServer, tmp_path: Path) -> None:
+    env = env_for(oracle, tmp_path)
+    env["MAESTRO_RAY_NUM_CPUS"] = "2"
+    proc = nightly(
+        env,
+        "--run-id",
+        "ray",
+        "--domain",
+        "hotel",
+        "--tasks-per-domain",
+        "4",
+        "--trials",
+        "3",
+        "--ray-workers",
+        "2",
+        "--no-judge",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["terminations"] == {"user_stop": 12}
+    eps = _episodes(tmp_path / "lake", "ray")
+    assert eps.height == 12 and eps["episode_id"].n_unique() == 12

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from maestro.agents.client import Endpoints
-from maestro.agents.roles import STOP, TRANSFER, Assistant, UserSimulator
+from maestro.agents.roles import OPENING, STOP, TRANSFER, Assistant, UserSimulator
 from maestro.agents.scripted_server import Reply, ScriptedCall, ScriptedServer
 from maestro.domains import Domain
 from maestro.scoring import Scorer
@@ -145,8 +145,18 @@ def test_episode_deadline(toy: Domain) -> None:
 def test_stop_signal_anywhere_in_the_message(
     scripted: ScriptedServer, toy: Domain, stop_text: str
 ) -> None:
-    scripted.script(EP, "user", [Reply(content=stop_text)])
+    scripted.script(EP, "user", [Reply(content="Is O1 shipped?"), Reply(content=stop_text)])
+    scripted.script(EP, "assistant", [Reply(content="Not yet.")])
     assert play(scripted, toy).termination == Termination.USER_STOP
+
+
+def test_a_user_who_stops_before_saying_anything_is_a_simulator_error(
+    scripted: ScriptedServer, toy: Domain
+) -> None:
+    scripted.script(EP, "user", [Reply(content=STOP)])
+    result = play(scripted, toy)
+    assert result.termination == Termination.USER_ERROR
+    assert "opened with '###STOP###'" in (result.error or "")
 
 
 def test_the_user_sees_no_tool_traffic_and_swapped_roles(toy: Domain) -> None:
@@ -154,6 +164,7 @@ def test_the_user_sees_no_tool_traffic_and_swapped_roles(toy: Domain) -> None:
 
     user = UserSimulator(None, toy, toy.task("toy_cancel"))  # type: ignore[arg-type]
     assert "Your customer id is C1." in user.system and STOP in user.system
+    assert STOP not in user.opening_system  # small models otherwise open with the token
     history = [
         Message(role="user", content="Cancel O1."),
         Message(role="assistant", tool_calls=[ToolCall(id="1", name="get_order", arguments={})]),
@@ -171,6 +182,8 @@ def test_the_user_sees_no_tool_traffic_and_swapped_roles(toy: Domain) -> None:
     user.client = Capture()  # type: ignore[assignment]
     asyncio.run(user.respond(history, episode="e", seed=0))
     assert [(m["role"], m["content"]) for m in seen[1:]] == [
+        ("user", OPENING),
         ("assistant", "Cancel O1."),
         ("user", "Done."),
     ]
+    assert STOP in seen[0]["content"]  # the stop rule is told once the conversation has begun

@@ -1,0 +1,85 @@
+"""Orchestration overhead: the share of the nightly run's wall time spent outside simulation,
+with the scripted server at 100 ms per call, over about 1,000 episodes (the 90 library tasks x
+12 trials). The nightly runs as users run it (`maestro nightly`, a fresh process); the wall time
+counts from process start to exit, Prefect's start, ingest, scoring with the judge, filtering,
+lake writes and the report included. Prints a JSON object last.
+
+    .venv/bin/python bench/orchestration.py [--trials 12] [--concurrency 100] [--latency 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from simulation import ServerProcess
+
+from maestro.agents.scripted_server import ServerConfig
+
+MAESTRO = str(Path(sys.executable).with_name("maestro"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trials", type=int, default=12)
+    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--chunk-size", type=int, default=400)
+    parser.add_argument("--latency", type=float, default=0.1)
+    args = parser.parse_args()
+
+    server = ServerProcess(ServerConfig(mode="oracle", latency_s=args.latency))
+    tmp = Path(tempfile.mkdtemp(prefix="maestro-orch-"))
+    try:
+        env = {
+            **os.environ,
+            "MAESTRO_LAKE_ROOT": str(tmp / "lake"),
+            "PREFECT_HOME": str(tmp / "prefect"),
+        }
+        env.pop("PREFECT_API_URL", None)
+        for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
+            env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
+            env[f"MAESTRO_{role}__MAX_CONCURRENCY"] = str(max(64, args.concurrency))
+        cmd = [
+            MAESTRO, "nightly", "--run-id", "bench", "--all-tasks", "--trials", str(args.trials),
+            "--concurrency", str(args.concurrency), "--chunk-size", str(args.chunk_size), "--json",
+        ]  # fmt: skip
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise SystemExit(f"nightly failed:\n{proc.stderr[-4000:]}")
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        server.stop()
+    episodes = sum(summary["terminations"].values())
+    simulate_s = summary["timings"]["simulate_s"]
+    flow_s = summary["timings"]["flow_s"]
+    result = {
+        "episodes": episodes,
+        "wall_s": round(wall, 2),
+        "flow_s": round(flow_s, 2),
+        "simulate_s": round(simulate_s, 2),
+        "outside_simulation_s": round(wall - simulate_s, 2),
+        "overhead_share": round((wall - simulate_s) / wall, 4),
+        "overhead_share_in_flow": round((flow_s - simulate_s) / flow_s, 4),
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+    }
+    print(
+        f"{episodes} episodes: wall {wall:.1f} s (flow {flow_s:.1f} s), simulation {simulate_s:.1f} s, "
+        f"outside simulation {wall - simulate_s:.1f} s = {result['overhead_share']:.1%} of the wall time",
+        flush=True,
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
