@@ -4,7 +4,7 @@ with the scripted server at 100 ms per call, over about 1,000 episodes (the 90 l
 counts from process start to exit, Prefect's start, ingest, scoring with the judge, filtering,
 lake writes and the report included. Prints a JSON object last.
 
-    .venv/bin/python bench/orchestration.py [--trials 12] [--concurrency 100] [--latency 0.1]
+    .venv/bin/python bench/orchestration.py [--trials 12] [--concurrency 10] [--latency 0.1] [--ephemeral]
 """
 
 from __future__ import annotations
@@ -27,16 +27,65 @@ from maestro.agents.scripted_server import ServerConfig
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 
 
+class PrefectServer:
+    """A standing Prefect server, as production has; its start is not part of a nightly run."""
+
+    def __init__(self, home: Path) -> None:
+        import socket
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        home.mkdir(parents=True, exist_ok=True)
+        self.api_url = f"http://127.0.0.1:{port}/api"
+        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "prefect",
+                "server",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.api_url}/health", timeout=2).read()
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("prefect server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=12)
-    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--chunk-size", type=int, default=400)
     parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="use Prefect's ephemeral API (started by the run) instead of a standing Prefect server",
+    )
     args = parser.parse_args()
 
     server = ServerProcess(ServerConfig(mode="oracle", latency_s=args.latency))
     tmp = Path(tempfile.mkdtemp(prefix="maestro-orch-"))
+    prefect = None if args.ephemeral else PrefectServer(tmp / "prefect")
     try:
         env = {
             **os.environ,
@@ -44,6 +93,8 @@ def main() -> None:
             "PREFECT_HOME": str(tmp / "prefect"),
         }
         env.pop("PREFECT_API_URL", None)
+        if prefect is not None:
+            env["PREFECT_API_URL"] = prefect.api_url
         for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
             env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
             env[f"MAESTRO_{role}__MAX_CONCURRENCY"] = str(max(64, args.concurrency))
@@ -59,6 +110,8 @@ def main() -> None:
         summary = json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         server.stop()
+        if prefect is not None:
+            prefect.stop()
     episodes = sum(summary["terminations"].values())
     simulate_s = summary["timings"]["simulate_s"]
     flow_s = summary["timings"]["flow_s"]
@@ -72,6 +125,8 @@ def main() -> None:
         "overhead_share_in_flow": round((flow_s - simulate_s) / flow_s, 4),
         "concurrency": args.concurrency,
         "latency_s": args.latency,
+        "prefect": "ephemeral API" if args.ephemeral else "standing server",
+        "stages_s": {k: round(v, 2) for k, v in summary["timings"].items()},
     }
     print(
         f"{episodes} episodes: wall {wall:.1f} s (flow {flow_s:.1f} s), simulation {simulate_s:.1f} s, "

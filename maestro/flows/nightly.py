@@ -144,17 +144,43 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
     run_id = params.run_id or default_run_id()
     get_run_logger().info("run id %s (run again with --run-id %s to resume)", run_id, run_id)
     lake = Lake()
-    domains = validate(params)
-    ingest(lake, run_id, domains)
+    spent: dict[str, float] = {}
+
+    def timed(stage: str, fn: Any, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args)
+        spent[stage] = spent.get(stage, 0.0) + time.perf_counter() - t0
+        return out
+
+    domains = timed("validate", validate, params)
+    timed("ingest", ingest, lake, run_id, domains)
     plan = [(d, stages.select_tasks(d, params)) for d in domains]
     plan = [(d, ids) for d, ids in plan if ids]
     simulate_s = 0.0
     with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+        judge_url = urls["judge"] if params.judge else None
+        pending = []
         for domain, ids in plan:
-            simulate_s += simulate(lake, run_id, domain, ids, params, settings, urls)["simulate_s"]
-            score(lake, run_id, domain, settings, urls["judge"] if params.judge else None)
-            filter_tasks(lake, run_id, domain, ids)
-    task_set = curate(lake, run_id)
-    result = report(lake, run_id, settings, task_set)
+            stats = timed("simulate", simulate, lake, run_id, domain, ids, params, settings, urls)
+            simulate_s += stats["simulate_s"]
+            # Score and filter a domain while the next one simulates.
+            scored = score.submit(lake, run_id, domain, settings, judge_url)
+            pending.append(
+                filter_tasks.submit(
+                    lake, run_id, domain, ids, return_state=False, wait_for=[scored]
+                )
+            )
+            pending.append(scored)
+        t0 = time.perf_counter()
+        for future in pending:
+            future.result()  # raises if the stage failed after its retries
+        spent["wait for scoring"] = time.perf_counter() - t0
+    task_set = timed("curate", curate, lake, run_id)
+    result = timed("report", report, lake, run_id, settings, task_set)
     wall_s = time.perf_counter() - started
-    return {"run_id": run_id, **result, "timings": {"flow_s": wall_s, "simulate_s": simulate_s}}
+    timings = {
+        "flow_s": wall_s,
+        "simulate_s": simulate_s,
+        **{f"{k}_task_s": v for k, v in spent.items()},
+    }
+    return {"run_id": run_id, **result, "timings": timings}
