@@ -18,6 +18,7 @@ app.command("simulate")(simulate.simulate)
 app.command("tables")(lake.tables)
 app.command("query")(lake.query)
 app.command("nightly")(nightly.nightly)
+app.command("stage")(nightly.stage)
 app.command("deploy")(nightly.deploy)
 app.command("ui")(nightly.ui)
 

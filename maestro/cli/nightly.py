@@ -127,6 +127,41 @@ def nightly(
             )
 
 
+def stage(
+    name: str = typer.Argument(..., help="ingest, simulate, score, filter, curate or report."),
+    run_id: str = typer.Option(..., help="The run this stage works on."),
+    domain: list[str] = typer.Option(
+        [], "--domain", help="Library id or package folder (repeatable; default: the library)."
+    ),
+    tasks_per_domain: int = typer.Option(
+        2, min=1, help="Tasks per domain, spread over categories."
+    ),
+    all_tasks: bool = typer.Option(False, "--all-tasks", help="Every task of every domain."),
+    task: list[str] = typer.Option([], "--task", help="A task id (repeatable)."),
+    trials: int = typer.Option(1, min=1, help="Trials per task."),
+    concurrency: int = typer.Option(8, min=1, help="Episodes in flight."),
+    judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
+) -> None:
+    """Run one stage of the nightly pipeline alone, as its own Prefect flow, on a run id."""
+    prefect_env()
+    params = _params(
+        run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, 0
+    )
+    try:
+        resolve_domains(params)
+    except NightlyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    from maestro.flows.nightly import STAGE_FLOWS
+
+    if name not in STAGE_FLOWS:
+        raise typer.BadParameter(
+            f"no stage {name!r}; stages are {', '.join(STAGE_FLOWS)}", param_hint="NAME"
+        )
+    result = STAGE_FLOWS[name](params)
+    print(json.dumps(result, default=str))
+
+
 def deploy(
     cron: str = typer.Option("0 2 * * *", help="Cron schedule (UTC)."),
     name: str = typer.Option("maestro-nightly", help="Deployment name."),

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
@@ -184,3 +185,82 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
         **{f"{k}_task_s": v for k, v in spent.items()},
     }
     return {"run_id": run_id, **result, "timings": timings}
+
+
+# ----- one flow per stage, for running a stage alone (maestro stage ...) -------------------------
+
+
+def _stage_context(params: NightlyParams) -> tuple[Lake, str, list[Domain]]:
+    if not params.run_id:
+        raise stages.NightlyError("a stage run alone needs the --run-id of the run it works on")
+    return Lake(), params.run_id, stages.resolve_domains(params)
+
+
+@flow(name="maestro-ingest")
+def ingest_flow(params: NightlyParams) -> dict[str, int]:
+    """Validate and store the domain packages and their tasks."""
+    lake, run_id, domains = _stage_context(params)
+    return ingest(lake, run_id, domains)
+
+
+@flow(name="maestro-simulate")
+def simulate_flow(params: NightlyParams) -> dict[str, Any]:
+    """Simulate the run's episodes not stored yet, domain by domain."""
+    lake, run_id, domains = _stage_context(params)
+    totals: dict[str, Any] = {}
+    with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+        for domain in domains:
+            ids = stages.select_tasks(domain, params)
+            if ids:
+                totals[domain.id] = simulate(lake, run_id, domain, ids, params, settings, urls)
+    return totals
+
+
+@flow(name="maestro-score")
+def score_flow(params: NightlyParams) -> dict[str, Any]:
+    """Score the run's episodes that have no score yet."""
+    lake, run_id, domains = _stage_context(params)
+    with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+        judge_url = urls["judge"] if params.judge else None
+        return {d.id: score(lake, run_id, d, settings, judge_url) for d in domains}
+
+
+@flow(name="maestro-filter")
+def filter_flow(params: NightlyParams) -> dict[str, Any]:
+    """Write the task verdicts of the run's tasks."""
+    lake, run_id, domains = _stage_context(params)
+    return {d.id: filter_tasks(lake, run_id, d, stages.select_tasks(d, params)) for d in domains}
+
+
+@flow(name="maestro-curate")
+def curate_flow(params: NightlyParams) -> dict[str, Any]:
+    """Write the run's curated task set."""
+    lake, run_id, _ = _stage_context(params)
+    return curate(lake, run_id)
+
+
+@flow(name="maestro-report")
+def report_flow(params: NightlyParams) -> dict[str, Any]:
+    """Write the run's report: artifacts and the HTML page."""
+    lake, run_id, _ = _stage_context(params)
+    task_set = lake.read("task_sets").filter(pl.col("run_id") == run_id).collect().to_dicts()
+    summary = (
+        {
+            "task_set_id": task_set[0]["task_set_id"],
+            "tasks": len(task_set[0]["tasks"]),
+            "built_from": task_set[0]["built_from"],
+        }
+        if task_set
+        else {}
+    )
+    return report(lake, run_id, load_llm_settings(), summary)
+
+
+STAGE_FLOWS = {
+    "ingest": ingest_flow,
+    "simulate": simulate_flow,
+    "score": score_flow,
+    "filter": filter_flow,
+    "curate": curate_flow,
+    "report": report_flow,
+}

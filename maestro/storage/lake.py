@@ -255,13 +255,13 @@ class Lake:
         keys = list(tdef.keys)
         incoming = pl.from_arrow(data.select(keys))
         assert isinstance(incoming, pl.DataFrame)
-        seen = (
-            pl.scan_delta(dt, storage_options=self.storage_options)
-            .select(keys)
-            .join(incoming.lazy(), on=keys, how="semi")
-            .select(pl.struct(keys).alias("key"))
-            .collect()
-        )
+        scan = pl.scan_delta(dt, storage_options=self.storage_options).select(keys)
+        if len(keys) == 1:
+            # A filter on the key lets the scan skip files whose key range misses the batch.
+            scan = scan.filter(pl.col(keys[0]).is_in(incoming[keys[0]].implode()))
+        else:
+            scan = scan.join(incoming.lazy(), on=keys, how="semi")
+        seen = scan.select(pl.struct(keys).alias("key")).collect()
         if seen.height:
             fresh = incoming.select(~pl.struct(keys).is_in(seen["key"].implode()))
             data = data.filter(pa.array(fresh.to_series().to_list()))

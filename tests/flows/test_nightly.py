@@ -229,3 +229,35 @@ def test_nightly_fans_episodes_out_over_a_local_ray(oracle: ScriptedServer, tmp_
     assert summary["terminations"] == {"user_stop": 12}
     eps = _episodes(tmp_path / "lake", "ray")
     assert eps.height == 12 and eps["episode_id"].n_unique() == 12
+
+
+def test_each_stage_runs_alone_as_its_own_flow(oracle: ScriptedServer, tmp_path: Path) -> None:
+    env = env_for(oracle, tmp_path)
+    common = ["--run-id", "staged", "--domain", "hotel", "--tasks-per-domain", "3"]
+    for name in ("ingest", "simulate", "score", "filter", "curate", "report"):
+        proc = subprocess.run(
+            [MAESTRO, "stage", name, *common], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert proc.returncode == 0, (name, proc.stderr[-3000:])
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    assert lake.read("scores").filter(pl.col("run_id") == "staged").collect().height == 3
+    [task_set] = lake.read("task_sets").collect().to_dicts()
+    assert len(task_set["tasks"]) == 3
+    names = {
+        r[0]
+        for r in sqlite3.connect(tmp_path / "prefect" / "prefect.db")
+        .execute("select name from flow")
+        .fetchall()
+    }
+    assert {
+        "maestro-ingest",
+        "maestro-simulate",
+        "maestro-score",
+        "maestro-filter",
+        "maestro-curate",
+        "maestro-report",
+    } <= names
+    proc = subprocess.run(
+        [MAESTRO, "stage", "explode", *common], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and "no stage 'explode'" in proc.stderr
