@@ -23,51 +23,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from simulation import ServerProcess
 
 from maestro.agents.scripted_server import ServerConfig
+from maestro.flows.prefect_server import LocalPrefectServer
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
-
-
-class PrefectServer:
-    """A standing Prefect server, as production has; its start is not part of a nightly run."""
-
-    def __init__(self, home: Path) -> None:
-        import socket
-        import urllib.request
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        home.mkdir(parents=True, exist_ok=True)
-        self.api_url = f"http://127.0.0.1:{port}/api"
-        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "prefect",
-                "server",
-                "start",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.api_url}/health", timeout=2).read()
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError("prefect server did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 def main() -> None:
@@ -85,7 +43,7 @@ def main() -> None:
 
     server = ServerProcess(ServerConfig(mode="oracle", latency_s=args.latency))
     tmp = Path(tempfile.mkdtemp(prefix="maestro-orch-"))
-    prefect = None if args.ephemeral else PrefectServer(tmp / "prefect")
+    prefect = None if args.ephemeral else LocalPrefectServer(tmp / "prefect").start()
     try:
         env = {
             **os.environ,

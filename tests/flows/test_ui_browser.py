@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
+from maestro.flows.prefect_server import LocalPrefectServer
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 CHROME_FLAGS = [
@@ -33,12 +32,6 @@ CHROME_FLAGS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _api(url: str, path: str, body: dict[str, object] | None = None) -> object:
     req = urllib.request.Request(
         f"{url}/api{path}",
@@ -51,48 +44,8 @@ def _api(url: str, path: str, body: dict[str, object] | None = None) -> object:
 
 @pytest.fixture
 def prefect_server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_API_URL": f"{url}/api",
-    }
-    (tmp_path / "prefect").mkdir()
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "prefect",
-            "server",
-            "start",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if _api(url, "/health") is True:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "server.log"
-            ).read_text()[-3000:]
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with LocalPrefectServer(tmp_path / "prefect") as server:
+        yield server.url
 
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:

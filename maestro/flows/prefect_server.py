@@ -1,0 +1,91 @@
+"""A Prefect server in a child process, on a free local port: for tests and benchmarks that need a
+standing API and UI, as production has, rather than the ephemeral one."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+class LocalPrefectServer:
+    """``prefect server start`` with its own home folder; ``api_url`` once :meth:`start` returns."""
+
+    def __init__(
+        self, home: Path, host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 120.0
+    ) -> None:
+        self.home = home
+        self.host = host
+        self.port = port or _free_port(host)
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+    def start(self) -> LocalPrefectServer:
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(self.home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_UI_API_URL": self.api_url,  # the UI's own calls; it assumes port 4200 otherwise
+        }
+        log = (self.home / "server.log").open("wb")
+        cmd = [
+            sys.executable,
+            "-m",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as resp:
+                    if resp.read().strip() == b"true":
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        tail = (self.home / "server.log").read_text(errors="replace")[-2000:]
+        raise RuntimeError(
+            f"the Prefect server did not start within {self.startup_timeout_s:g} s:\n{tail}"
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+    def __enter__(self) -> LocalPrefectServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
