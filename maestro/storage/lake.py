@@ -194,21 +194,21 @@ class Lake:
             try:
                 dt = self._open(table)
                 if dt is None:
-                    try:
-                        write_deltalake(
-                            self.uri(table),
-                            data,
-                            mode="error",
-                            storage_options=self.storage_options,
-                            commit_properties=props,
-                            name=table,
-                            description=tdef.description,
-                        )
-                        return WriteResult(table, 0, data.num_rows, data.num_rows, 0, attempt)
-                    except DeltaError as exc:
-                        if "already exists" not in str(exc).lower():
-                            raise
-                        continue  # another writer created it first: merge into theirs
+                    # Create the table empty, then write through the conflict-checked path. A
+                    # create that carries the rows races: two writers creating at once both
+                    # committed, one as version 0 and one as an append (duplicates, seen in a test).
+                    DeltaTable.create(
+                        self.uri(table),
+                        schema=tdef.schema,
+                        mode="ignore",
+                        name=table,
+                        description=tdef.description,
+                        storage_options=self.storage_options,
+                        commit_properties=props,
+                    )
+                    dt = self._open(table)
+                    if dt is None:
+                        continue
                 if mode == "insert":
                     return self._append_new(table, tdef, dt, data, props, attempt)
                 merger = dt.merge(

@@ -29,7 +29,7 @@ def test_tables_and_query(tmp_path: Path) -> None:
     proc = run(tmp_path, "tables", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {r["table"]: r for r in json.loads(proc.stdout)}
-    assert rows["scores"] == {"table": "scores", "version": 1, "rows": 5, "files": 2}
+    assert rows["scores"] == {"table": "scores", "version": 2, "rows": 5, "files": 2}
     assert rows["episodes"]["version"] is None and rows["episodes"]["rows"] == 0
     proc = run(
         tmp_path,

@@ -58,7 +58,7 @@ def test_every_design_table_is_declared_once() -> None:
 
 def test_writes_are_idempotent_merges_on_the_keys(lake: Lake) -> None:
     first = lake.write("episodes", episodes(4), "run-a")
-    assert (first.version, first.inserted) == (0, 4)
+    assert (first.version, first.inserted) == (1, 4)  # version 0 is the empty table's creation
     again = lake.write("episodes", episodes(4), "run-a")
     assert (again.inserted, again.updated) == (0, 4)
     changed = lake.write(
@@ -119,18 +119,20 @@ def test_nested_messages_are_queryable_without_parsing_json(lake: Lake) -> None:
 def test_time_travel_history_and_compaction(lake: Lake) -> None:
     for i in range(4):
         lake.write("episodes", episodes(1, start=i), f"run-{i}")
-    assert lake.version("episodes") == 3
-    assert lake.read("episodes", version=1).collect().height == 2
+    assert lake.version("episodes") == 4  # version 0 created the empty table
+    assert lake.read("episodes", version=2).collect().height == 2
+    assert lake.read("episodes", version=0).collect().height == 0
     history = lake.history("episodes")
-    assert [h["version"] for h in history] == [3, 2, 1, 0]
-    assert [h["run_id"] for h in history] == ["run-3", "run-2", "run-1", "run-0"]
+    assert [h["version"] for h in history] == [4, 3, 2, 1, 0]
+    assert [h["run_id"] for h in history] == ["run-3", "run-2", "run-1", "run-0", "run-0"]
+    assert [h["operation"] for h in history][-1] == "CREATE TABLE"
     info = {t.name: t for t in lake.tables()}["episodes"]
-    assert (info.rows, info.files, info.version) == (4, 4, 3)
+    assert (info.rows, info.files, info.version) == (4, 4, 4)
     result = lake.compact("episodes")
     assert result["files_merged"] == 4 and result["files_added"] == 1
     assert {t.name: t for t in lake.tables()}["episodes"].files == 1
     assert lake.read("episodes").collect().height == 4
-    assert lake.read("episodes", version=1).collect().height == 2  # older versions still readable
+    assert lake.read("episodes", version=2).collect().height == 2  # older versions still readable
     with pytest.raises(StorageError, match="never been written"):
         lake.read("scores", version=0)
 
@@ -222,7 +224,7 @@ def test_the_lake_on_s3(s3: dict[str, str]) -> None:
     lake.write("episodes", episodes(2, termination="deadline"), "run-b")
     df = lake.read("episodes").sort("episode_id").collect()
     assert df["termination"].to_list() == ["deadline", "deadline", "user_stop"]
-    assert lake.read("episodes", version=0).collect().height == 3
+    assert lake.read("episodes", version=1).collect().height == 3
     assert lake.query("select count(*) as n from episodes").item() == 3
 
 
@@ -252,3 +254,31 @@ def test_the_table_catalog_page_matches_the_schemas() -> None:
     assert page.read_text() == catalog_markdown(), (
         "regenerate: python -m maestro.storage.catalog > docs/tables.md"
     )
+
+
+def _same_rows_writer(root: str, run_id: str, barrier: Any) -> None:
+    lake = Lake(LakeSettings(root=root))
+    barrier.wait(timeout=60)
+    lake.write(
+        "domains",
+        [{"domain_id": d, "version": "1.0.0", "name": d} for d in ("a", "b", "c")],
+        run_id,
+    )
+
+
+def test_writers_creating_a_table_at_once_store_each_key_once(tmp_path: Path) -> None:
+    # Regression: the first write used to create the table with its rows; two writers doing it
+    # at once both committed (one as an append) and the table held every row twice.
+    root = str(tmp_path / "lake")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [
+        ctx.Process(target=_same_rows_writer, args=(root, f"run-{i}", barrier)) for i in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+        assert p.exitcode == 0
+    df = Lake(LakeSettings(root=root)).read("domains").collect()
+    assert sorted(df["domain_id"].to_list()) == ["a", "b", "c"]
