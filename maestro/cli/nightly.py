@@ -62,6 +62,15 @@ def _params(
         ) from None
 
 
+def _validate_or_exit(params: NightlyParams) -> None:
+    """Bad packages, task ids or options end the command (exit 2) before anything is written."""
+    try:
+        resolve_domains(params)
+    except NightlyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def nightly(
     run_id: str | None = typer.Option(
         None, help="Resume (or name) a run; default: nightly-<UTC time>."
@@ -101,11 +110,7 @@ def nightly(
         chunk_size,
         ray_workers,
     )
-    try:
-        resolve_domains(params)  # bad input fails here, before any write
-    except NightlyError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    _validate_or_exit(params)
     from maestro.flows.nightly import nightly as flow
 
     result = flow(params)
@@ -147,11 +152,7 @@ def stage(
     params = _params(
         run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, 0
     )
-    try:
-        resolve_domains(params)
-    except NightlyError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    _validate_or_exit(params)
     from maestro.flows.nightly import STAGE_FLOWS
 
     if name not in STAGE_FLOWS:

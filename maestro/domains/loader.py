@@ -22,8 +22,8 @@ from pydantic import BaseModel, ValidationError
 from maestro.domains.errors import DomainLoadError, Problem
 from maestro.domains.models import DomainManifest, Task
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
-from maestro.domains.runtime import ToolDefinitionError, Toolkit, spec_from_function
-from maestro.domains.sdk import Record, Ref, tool_kind
+from maestro.domains.runtime import ToolDefinitionError, Toolkit, spec_from_function, tool_functions
+from maestro.domains.sdk import Record, Ref
 from maestro.domains.store import State, TableSpec
 
 PACKAGE_FILES = ("domain.json", "models.py", "db.json", "tools.py", "policy.md", "tasks.jsonl")
@@ -287,12 +287,7 @@ def _load_tools(root: Path, package: str, problems: list[Problem]) -> Toolkit | 
     if module is None:
         return None
     specs = []
-    fns = [
-        f
-        for f in vars(module).values()
-        if callable(f) and getattr(f, "__module__", None) == module.__name__ and tool_kind(f)
-    ]
-    for fn in sorted(fns, key=lambda f: f.__code__.co_firstlineno):
+    for fn in tool_functions(module):
         try:
             specs.append(spec_from_function(fn))
         except ToolDefinitionError as exc:

@@ -122,6 +122,18 @@ def spec_from_function(fn: Callable[..., Any], kind: ToolKind | None = None) -> 
     return ToolSpec(name, kind, fn, summary, model, tuple(fields))
 
 
+def tool_functions(module: types.ModuleType) -> list[Callable[..., Any]]:
+    """The functions a module defines and registers with ``@tool``, in definition order."""
+    fns = [
+        obj
+        for obj in vars(module).values()
+        if inspect.isfunction(obj)
+        and tool_kind(obj) is not None
+        and obj.__module__ == module.__name__
+    ]
+    return sorted(fns, key=lambda f: f.__code__.co_firstlineno)
+
+
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """Split a Google-style docstring into its description and its ``Args:`` entries."""
     lines = doc.splitlines()
@@ -176,19 +188,6 @@ class Toolkit:
             self.specs[spec.name] = spec
         self.deadline_s = deadline_s
         self._watchdog = watchdog
-
-    @classmethod
-    def from_module(cls, module: types.ModuleType, **kwargs: Any) -> Toolkit:
-        """Every function of the module registered with ``@tool``, in definition order."""
-        fns = [
-            obj
-            for obj in vars(module).values()
-            if inspect.isfunction(obj)
-            and tool_kind(obj) is not None
-            and obj.__module__ == module.__name__
-        ]
-        fns.sort(key=lambda f: f.__code__.co_firstlineno)
-        return cls([spec_from_function(f) for f in fns], **kwargs)
 
     @property
     def names(self) -> list[str]:

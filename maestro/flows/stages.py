@@ -165,7 +165,7 @@ def simulate(
                 if on_episode is not None:
                     on_episode(e)
         else:
-            batch = _run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
+            batch = asyncio.run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
         t1 = time.perf_counter()
         lake.write(
             "episodes",
@@ -185,10 +185,6 @@ def simulate(
         stats["llm_calls"] += len(batch.llm_calls)
     stats["wall_s"] = time.perf_counter() - started
     return stats
-
-
-def _run(coro: Any) -> BatchResult:
-    return asyncio.run(coro)
 
 
 def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
