@@ -15,6 +15,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade "pip>=24"
     # llama-cpp-python builds from source (about 5 minutes once; pip caches the wheel). A
     # portable build: the CPU features of the build machine are not assumed.
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev,train]"
     echo "$want" > "$stamp"
 fi

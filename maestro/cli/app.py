@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from maestro.cli import domains, lake, llm, nightly, simulate
+from maestro.cli import domains, interop, lake, llm, nightly, simulate, synthesize, train
 
 app = typer.Typer(
     name="maestro",
@@ -21,6 +21,10 @@ app.command("nightly")(nightly.nightly)
 app.command("stage")(nightly.stage)
 app.command("deploy")(nightly.deploy)
 app.command("ui")(nightly.ui)
+# Each of these modules adds its own commands.
+synthesize.register(app)
+train.register(app)
+interop.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,9 @@
+"""maestro CLI: synthesize commands (filled in by its issue)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the top-level app."""
