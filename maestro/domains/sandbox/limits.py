@@ -1,0 +1,29 @@
+"""How much a sandbox child may use: CPU, memory, processes, wall time, reply size."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SandboxLimits(BaseModel):
+    """Limits of one sandbox child process; every field has a safe default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_timeout_s: float = Field(
+        5.0, gt=0, description="wall time of one tool call (a call's own deadline_s overrides it)"
+    )
+    kill_grace_s: float = Field(
+        1.0, gt=0, description="past the deadline, how long before the child is killed"
+    )
+    cpu_s: float = Field(10.0, gt=0, description="CPU seconds one tool call may use (RLIMIT_CPU)")
+    memory_mb: int = Field(1024, ge=256, description="address space of the child (RLIMIT_AS)")
+    max_processes: int = Field(
+        0, ge=0, description="processes the child may start (RLIMIT_NPROC); 0 means none"
+    )
+    startup_timeout_s: float = Field(
+        60.0, gt=0, description="wall time to start the child and load the package"
+    )
+    max_reply_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="largest reply the host accepts from the child"
+    )
