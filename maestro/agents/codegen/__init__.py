@@ -1,0 +1,1 @@
+"""agents/codegen: the LangGraph synthesis team and the task synthesis it calls."""
