@@ -41,7 +41,7 @@ def _params(
     max_turns: int,
     judge: bool,
     chunk_size: int,
-    ray_workers: int,
+    ray_workers: int | None,
 ) -> NightlyParams:
     try:
         return NightlyParams(
@@ -90,8 +90,11 @@ def nightly(
     max_turns: int = typer.Option(8, min=1, help="Turn limit per episode."),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
     chunk_size: int = typer.Option(50, min=1, help="Episodes written per commit while simulating."),
-    ray_workers: int = typer.Option(
-        0, min=0, help="Fan episodes out over Ray workers (0: in-process asyncio)."
+    ray_workers: int | None = typer.Option(
+        None,
+        min=0,
+        help="Ray workers to fan episodes out over (default: MAESTRO_RAY_WORKERS, else one per "
+        "CPU of a local Ray or of MAESTRO_RAY_ADDRESS's cluster; 0: asyncio here, no Ray).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON, last."),
 ) -> None:
@@ -119,7 +122,15 @@ def nightly(
             json.dumps(
                 {
                     k: result[k]
-                    for k in ("run_id", "html", "funnel", "pass_hat_k", "terminations", "timings")
+                    for k in (
+                        "run_id",
+                        "html",
+                        "funnel",
+                        "pass_hat_k",
+                        "terminations",
+                        "ray_workers",
+                        "timings",
+                    )
                 },
                 default=str,
             )

@@ -158,12 +158,14 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
     plan = [(d, stages.select_tasks(d, params)) for d in domains]
     plan = [(d, ids) for d, ids in plan if ids]
     simulate_s = 0.0
+    ray_workers = 0
     with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
         judge_url = urls["judge"] if params.judge else None
         pending = []
         for domain, ids in plan:
             stats = timed("simulate", simulate, lake, run_id, domain, ids, params, settings, urls)
             simulate_s += stats["simulate_s"]
+            ray_workers = max(ray_workers, stats["ray_workers"])
             # Score and filter a domain while the next one simulates.
             scored = score.submit(lake, run_id, domain, settings, judge_url)
             pending.append(
@@ -184,7 +186,7 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
         "simulate_s": simulate_s,
         **{f"{k}_task_s": v for k, v in spent.items()},
     }
-    return {"run_id": run_id, **result, "timings": timings}
+    return {"run_id": run_id, **result, "ray_workers": ray_workers, "timings": timings}
 
 
 # ----- one flow per stage, for running a stage alone (maestro stage ...) -------------------------

@@ -138,7 +138,9 @@ def simulate_domain(
             from maestro.simulation.ray_support import ensure_ray
 
             ensure_ray(run_dir)
-            batch = run_on_ray(jobs, settings, urls, config, workers=ray_workers)
+            batch = run_on_ray(
+                jobs, settings, urls, config, workers=ray_workers, on_episode=on_episode
+            )
         else:
             batch = asyncio.run(run_batch(jobs, settings, urls, config, on_episode=on_episode))
         cards = asyncio.run(score_batch(domain, batch, settings, urls["judge"] if judge else None))

@@ -32,7 +32,7 @@ from maestro.flows.records import (
 from maestro.flows.simulate import score_batch
 from maestro.scoring import check_task
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination
-from maestro.simulation.ray_support import ensure_ray
+from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
 from maestro.simulation.trajectory import Message, ToolCall, Trajectory
 from maestro.storage import Lake
@@ -59,9 +59,10 @@ class NightlyParams(BaseModel):
     judge: bool = True
     #: Episodes written per commit during simulation (what a crash can lose and must redo).
     chunk_size: int = Field(50, ge=1)
-    #: Fan each chunk out over this many Ray workers (a local Ray, or MAESTRO_RAY_ADDRESS);
-    #: 0 runs episodes with asyncio in the flow's process.
-    ray_workers: int = Field(0, ge=0, le=1024)
+    #: Fan each chunk out over this many Ray workers (a local Ray, or MAESTRO_RAY_ADDRESS's
+    #: cluster); None: MAESTRO_RAY_WORKERS, else one per CPU that Ray has; 0: asyncio in the
+    #: flow's own process.
+    ray_workers: int | None = Field(None, ge=0, le=1024)
 
 
 def resolve_domains(params: NightlyParams) -> list[Domain]:
@@ -155,15 +156,18 @@ def simulate(
     )
     started = time.perf_counter()
     stats = {"episodes": 0, "skipped": len(done), "llm_calls": 0, "simulate_s": 0.0, "write_s": 0.0}
+    ray_workers = RaySettings().workers if params.ray_workers is None else params.ray_workers
+    stats["ray_workers"] = 0
     for i in range(0, len(jobs), params.chunk_size):
         chunk = jobs[i : i + params.chunk_size]
         t0 = time.perf_counter()
-        if params.ray_workers:
+        if ray_workers != 0:
             ensure_ray(Path("runs"))
-            batch = run_on_ray(chunk, settings, urls, config, workers=params.ray_workers)
-            for e in batch.episodes:
-                if on_episode is not None:
-                    on_episode(e)
+            workers = ray_workers or ray_cpus()
+            stats["ray_workers"] = workers
+            batch = run_on_ray(
+                chunk, settings, urls, config, workers=workers, on_episode=on_episode
+            )
         else:
             batch = asyncio.run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
         t1 = time.perf_counter()

@@ -16,6 +16,9 @@ class RaySettings(BaseSettings):
 
     address: str | None = None
     num_cpus: int | None = None
+    #: Workers a nightly run fans episodes out over when its options don't say: unset means
+    #: one per CPU that Ray has; 0 runs episodes in the flow's own process, without Ray.
+    workers: int | None = None
 
 
 def ensure_ray(
@@ -46,3 +49,10 @@ def ensure_ray(
         log_to_driver=False,
         runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}},
     )
+
+
+def ray_cpus() -> int:
+    """CPUs of the Ray this process is connected to: the default number of workers."""
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))

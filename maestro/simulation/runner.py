@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import queue
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,13 +141,37 @@ async def run_batch(
     )
 
 
-def _ray_worker_batch(payload: dict[str, Any]) -> dict[str, Any]:
-    """Runs inside a Ray worker: one asyncio batch, returned as plain data."""
+def _ray_worker_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Runs inside a Ray worker: one asyncio batch, yielding each episode as plain data the
+    moment it ends, then the batch's LLM calls. A Ray streaming generator, so the driver sees
+    progress episode by episode instead of once per batch."""
     jobs = [EpisodeJob.model_validate(j) for j in payload["jobs"]]
     settings = LLMSettings.model_validate(payload["settings"])
     config = BatchConfig.model_validate(payload["config"])
-    result = asyncio.run(run_batch(jobs, settings, payload["base_urls"], config))
-    return result.model_dump(mode="json")
+    domains = DomainCache()
+    index = {(domains.get(j.domain_path).id, j.task_id, j.trial): i for i, j in enumerate(jobs)}
+    done: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def ended(e: EpisodeResult) -> None:
+        done.put(("episode", (index[(e.domain_id, e.task_id, e.trial)], e.model_dump(mode="json"))))
+
+    def run() -> None:
+        try:
+            result = asyncio.run(
+                run_batch(jobs, settings, payload["base_urls"], config, domains, ended)
+            )
+            done.put(("calls", [c.model_dump(mode="json") for c in result.llm_calls]))
+        except BaseException as exc:  # reported to the driver, not lost in the thread
+            done.put(("error", f"{type(exc).__name__}: {exc}"))
+
+    thread = threading.Thread(target=run, name="maestro-ray-batch", daemon=True)
+    thread.start()
+    while True:
+        kind, data = done.get()
+        yield {"kind": kind, "data": data}
+        if kind != "episode":
+            break
+    thread.join()
 
 
 def run_on_ray(
@@ -155,8 +181,10 @@ def run_on_ray(
     config: BatchConfig | None = None,
     *,
     workers: int = 2,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> BatchResult:
-    """Split the jobs over ``workers`` Ray tasks, each running an asyncio batch.
+    """Split the jobs over ``workers`` Ray tasks, each running an asyncio batch; results in job
+    order. ``on_episode`` is told of each episode as it ends, whichever worker ran it.
 
     Ray must already be initialised in this process (see :func:`maestro.simulation.ray_support.ensure_ray`).
     """
@@ -164,33 +192,65 @@ def run_on_ray(
 
     config = config or BatchConfig()
     started = time.perf_counter()
+    if not jobs:
+        return BatchResult(episodes=[], llm_calls=[], wall_s=0.0)
     # Never more workers than episodes in flight: total concurrency stays what was asked.
     workers = max(1, min(workers, config.concurrency, len(jobs)))
     slots = [list(range(i, len(jobs), workers)) for i in range(workers)]
-    remote = ray.remote(num_cpus=1)(_ray_worker_batch)
+    remote = ray.remote(num_cpus=1)(_ray_worker_stream)
     per_worker = config.model_copy(update={"concurrency": config.concurrency // workers})
-    refs = [
-        remote.remote(
+    streams: dict[Any, list[int]] = {
+        remote.options(num_returns="streaming").remote(
             {
                 "jobs": [jobs[i].model_dump() for i in slot],
                 "settings": settings_payload(settings),
                 "base_urls": base_urls or {},
                 "config": per_worker.model_dump(mode="json"),
             }
-        )
+        ): slot
         for slot in slots
-    ]
-    done = [
-        BatchResult.model_validate(d) for d in ray.get(refs, timeout=config.batch_deadline_s + 120)
-    ]
+    }
     episodes: list[EpisodeResult | None] = [None] * len(jobs)
-    for slot, result in zip(slots, done, strict=True):
-        for i, episode in zip(slot, result.episodes, strict=True):
-            episodes[i] = episode
-    assert all(e is not None for e in episodes)
+    calls: list[LLMCall] = []
+    # Each worker's batch ends by its own deadline; this margin covers Ray's start and transfers.
+    deadline = time.monotonic() + config.batch_deadline_s + 120
+    pending: list[Any] = list(streams)
+    while pending:
+        left = deadline - time.monotonic()
+        ready: list[Any]
+        ready, _ = ray.wait(pending, num_returns=1, timeout=max(0.0, left))
+        if not ready:
+            for gen in pending:
+                ray.cancel(gen, force=True)
+            raise TimeoutError(
+                f"Ray workers did not finish within {config.batch_deadline_s + 120:g} s "
+                "(the batch deadline and a margin for Ray)"
+            )
+        for gen in ready:
+            try:
+                ref: Any = next(gen)
+                item: dict[str, Any] = ray.get(ref, timeout=max(1.0, left))
+            except StopIteration:
+                pending.remove(gen)
+                continue
+            if item["kind"] == "episode":
+                i, data = item["data"]
+                episode = EpisodeResult.model_validate(data)
+                episodes[streams[gen][i]] = episode
+                if on_episode is not None:
+                    on_episode(episode)
+            elif item["kind"] == "calls":
+                calls.extend(LLMCall.model_validate(c) for c in item["data"])
+            else:
+                raise RuntimeError(f"a Ray simulation worker failed: {item['data']}")
+    missing = [jobs[i].task_id for i, e in enumerate(episodes) if e is None]
+    if missing:
+        raise RuntimeError(
+            f"Ray workers returned no episode for {len(missing)} job(s): {missing[:5]}"
+        )
     return BatchResult(
         episodes=[e for e in episodes if e is not None],
-        llm_calls=[c for r in done for c in r.llm_calls],
+        llm_calls=calls,
         wall_s=time.perf_counter() - started,
     )
 

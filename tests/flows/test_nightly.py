@@ -36,6 +36,9 @@ def env_for(server: ScriptedServer, tmp: Path, prefect_home: str = "prefect") ->
         "PREFECT_HOME": str(tmp / prefect_home),
     }
     env.pop("PREFECT_API_URL", None)
+    # Episodes run in the flow's process here, so each run skips Ray's start (~5 s, ~1 GB); the
+    # Ray test below turns the default back on.
+    env["MAESTRO_RAY_WORKERS"] = "0"
     for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
         env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
         env[f"MAESTRO_{role}__MODEL"] = "scripted-oracle"
@@ -206,8 +209,11 @@ def test_bad_input_is_refused_before_any_write(oracle: ScriptedServer, tmp_path:
 
 
 @pytest.mark.slow
-def test_nightly_fans_episodes_out_over_a_local_ray(oracle: ScriptedServer, tmp_path: Path) -> None:
+def test_nightly_fans_episodes_out_over_a_local_ray_by_default(
+    oracle: ScriptedServer, tmp_path: Path
+) -> None:
     env = env_for(oracle, tmp_path)
+    del env["MAESTRO_RAY_WORKERS"]
     env["MAESTRO_RAY_NUM_CPUS"] = "2"
     proc = nightly(
         env,
@@ -219,14 +225,13 @@ def test_nightly_fans_episodes_out_over_a_local_ray(oracle: ScriptedServer, tmp_
         "4",
         "--trials",
         "3",
-        "--ray-workers",
-        "2",
         "--no-judge",
         "--json",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["terminations"] == {"user_stop": 12}
+    assert summary["ray_workers"] == 2  # one per CPU of the local Ray it started
     eps = _episodes(tmp_path / "lake", "ray")
     assert eps.height == 12 and eps["episode_id"].n_unique() == 12
 

@@ -150,10 +150,19 @@ def test_ray_fan_out_runs_batches_on_two_workers(tmp_path: Path) -> None:
     with ScriptedServer(
         ServerConfig(mode="oracle", domain_paths=[str(FIXTURES / "toy")])
     ) as server:
+        seen: list[tuple[str, int]] = []
         batch = run_on_ray(
-            jobs, fast_settings(), urls(server), BatchConfig(concurrency=8), workers=2
-        )  # type: ignore[arg-type]
+            jobs,
+            fast_settings(),
+            urls(server),  # type: ignore[arg-type]
+            BatchConfig(concurrency=8),
+            workers=2,
+            on_episode=lambda e: seen.append((e.task_id, e.trial)),
+        )
     assert [(e.task_id, e.trial) for e in batch.episodes] == [(j.task_id, j.trial) for j in jobs]
+    # Progress streams from both workers, one call per episode.
+    assert sorted(seen) == sorted((j.task_id, j.trial) for j in jobs)
+    assert len(batch.llm_calls) >= len(jobs)
     assert all(e.termination == Termination.USER_STOP for e in batch.episodes)
     cards = asyncio.run(score_batch(toy, batch, fast_settings(), None))
     assert [c.reward for c in cards] == [1.0] * len(jobs)
