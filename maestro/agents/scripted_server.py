@@ -72,6 +72,8 @@ class ServerConfig(BaseModel):
     stall_s: float = 30.0
     #: Package folders of domains the oracle can play; library domains when empty.
     domain_paths: list[str] = Field(default_factory=list)
+    #: Keep every request body in ``ScriptedModel.requests`` (off: benchmarks send many).
+    keep_requests: bool = False
 
 
 @dataclass
@@ -100,6 +102,8 @@ class ScriptedModel:
         self._scripts: dict[tuple[str, str], deque[Reply]] = {}
         self._lock = threading.Lock()
         self.stats = Stats()
+        #: (episode, role, request body) of every call when ``keep_requests`` is on.
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self._tasks: dict[tuple[str, str], tuple[Domain, Task]] = {}
         if config.mode in ("oracle", "nothing", "minimal"):
             paths = [Path(p) for p in config.domain_paths] or [
@@ -136,6 +140,8 @@ class ScriptedModel:
     def answer(self, episode: str, role: str, body: dict[str, Any]) -> Reply:
         """The reply for one request; raises LookupError when there is nothing to say."""
         self.stats.calls[role] += 1
+        if self.config.keep_requests:
+            self.requests.append((episode, role, body))
         if self.config.mode == "script":
             with self._lock:
                 queue = self._scripts.get((episode, role))
