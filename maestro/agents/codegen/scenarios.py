@@ -189,6 +189,27 @@ def grounding_problems(draft: ScenarioDraft, user_values: dict[str, Any]) -> lis
     return [f"known_info must state the exact value(s) {', '.join(missing)}"] if missing else []
 
 
+def plan_walks(
+    domain: Domain, *, n: int, seed: int = 0, refusals: int = 0
+) -> tuple[list[Walk], list[Walk]]:
+    """The walks ``synthesize_tasks`` dresses for this seed: ``n`` task walks, and the refusal
+    candidates (``CANDIDATES_PER_REFUSAL`` single writes per refusal). No model call."""
+    graph = build_tool_graph(domain, seed=seed)
+    existing = [_task_signature(t) for t in domain.tasks]
+    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing)
+    pool = sample_walks(
+        domain,
+        graph,
+        refusals * CANDIDATES_PER_REFUSAL,
+        seed=seed + 7919,  # a different stream from the walks above
+        max_reads=0,
+        max_writes=1,
+        optional_rate=0.6,
+        exclude=existing,
+    )
+    return walks, pool
+
+
 async def synthesize_tasks(
     domain: Domain,
     client: ChatClient,
@@ -208,22 +229,10 @@ async def synthesize_tasks(
     on the ``codegen`` role. The same seed samples the same walks.
     """
     out = TaskSynthesis()
-    graph = build_tool_graph(domain, seed=seed)
-    existing = [_task_signature(t) for t in domain.tasks]
-    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing)
+    walks, pool = plan_walks(domain, n=n, seed=seed, refusals=refusals)
     out.walks = len(walks)
     if len(walks) < n:
         out.rejected.append(("no_walk", f"only {len(walks)} of {n} walks could be grounded"))
-    pool = sample_walks(
-        domain,
-        graph,
-        refusals * CANDIDATES_PER_REFUSAL,
-        seed=seed + 7919,  # a different stream from the walks above
-        max_reads=0,
-        max_writes=1,
-        optional_rate=0.6,
-        exclude=existing,
-    )
     gate = asyncio.Semaphore(concurrency)
     ids = {t.id for t in domain.tasks}
     stamp = datetime.now(UTC).date().isoformat()
@@ -233,11 +242,12 @@ async def synthesize_tasks(
             return await _synthesize_one(domain, client, kind, i, group, out, attempts)
 
     jobs = [one("walk", i, [w]) for i, w in enumerate(walks)]
-    jobs += [
-        one("refusal", j, pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL])
-        for j in range(refusals)
-        if pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL]
-    ]
+    for j in range(refusals):
+        group = pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL]
+        if group:
+            jobs.append(one("refusal", j, group))
+        else:
+            out.rejected.append(("no_walk", f"refusal {j}: no write succeeds on live state"))
     for task in await asyncio.gather(*jobs):
         if task is None:
             continue

@@ -1,0 +1,109 @@
+"""The tool dependency graph and its walks: edges from probed outputs to typed inputs; walks that
+start from existing entities, end in a state-changing write, replay to their expected state, and
+come back the same for the same seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from maestro.domains import Domain, library_path, load_domain, replay_calls
+from maestro.domains.toolgraph import Walk, build_tool_graph, sample_walks
+
+
+@pytest.fixture(scope="module")
+def hotel() -> Domain:
+    return load_domain(library_path("hotel"), check_gold=False)
+
+
+def test_toy_graph_links_outputs_to_the_inputs_they_feed(toy: Domain) -> None:
+    graph = build_tool_graph(toy)
+    nodes = graph.nodes
+    assert nodes["cancel_order"].consumes == {"orders"}
+    # "skus" is a list of the products table's key field, "sku".
+    assert nodes["place_order"].consumes == {"customers", "products"}
+    assert {"orders", "customers", "products"} <= nodes["list_orders"].produces
+    edges = {(e.source, e.target, e.table) for e in graph.edges}
+    assert ("list_orders", "cancel_order", "orders") in edges
+    assert ("get_order", "place_order", "products") in edges
+    # A tool never feeds itself, and a write that returns nothing the others take feeds nothing.
+    assert all(e.source != e.target for e in graph.edges)
+    assert not graph.successors("cancel_order") or all(
+        e.table in nodes["cancel_order"].produces for e in graph.successors("cancel_order")
+    )
+
+
+def test_hotel_graph_reaches_reservations_from_a_guest(hotel: Domain) -> None:
+    graph = build_tool_graph(hotel)
+    assert "guests" in graph.nodes["find_guest"].produces
+    assert graph.nodes["find_guest"].consumes == frozenset()  # it takes an email, a field
+    email = next(p for p in graph.nodes["find_guest"].params if p.name == "email")
+    assert email.column == ("guests", "email") and email.grounded
+    edges = {(e.source, e.target) for e in graph.edges}
+    assert ("find_guest", "list_guest_reservations") in edges
+    assert ("list_guest_reservations", "cancel_reservation") in edges
+
+
+def _assert_grounded(domain: Domain, walks: list[Walk]) -> None:
+    start = domain.start_session()
+    for walk in walks:
+        assert walk.writes, "every walk changes something"
+        for table, key in walk.entities:
+            assert start.exists(table, key), f"{table}/{key} does not exist"
+        replay = replay_calls(domain, None, [(s.name, s.arguments) for s in walk.steps])
+        assert replay.ok, [o.content for o in replay.outcomes if not o.ok]
+        assert replay.session.state_hash() == walk.expected_state_hash
+        assert replay.session.state_hash() != start.state_hash()
+        assert walk.changes
+        # Each value the customer must give is one no earlier answer showed.
+        first = walk.steps[0]
+        assert set(first.arguments) <= set(walk.user_values)
+
+
+@pytest.mark.parametrize("domain_name", ["toy", "hotel"])
+def test_walks_are_grounded_and_replay_to_their_expected_state(
+    domain_name: str, toy: Domain, hotel: Domain
+) -> None:
+    domain = toy if domain_name == "toy" else hotel
+    walks = sample_walks(domain, build_tool_graph(domain), 6, seed=3)
+    assert len(walks) == 6
+    assert len({w.signature() for w in walks}) == 6
+    _assert_grounded(domain, walks)
+
+
+def test_hotel_walks_cover_several_writes_and_chain_reads(hotel: Domain) -> None:
+    walks = sample_walks(hotel, build_tool_graph(hotel), 12, seed=0)
+    assert len({s.name for w in walks for s in w.writes}) >= 3
+    chained = [w for w in walks if w.reads]
+    assert chained
+    for w in chained:
+        # A read comes before the write whose arguments its answer shows.
+        shown = w.steps[0].content
+        nxt = w.steps[1]
+        assert any(str(v) in shown for v in nxt.arguments.values())
+
+
+def test_walks_are_reproducible_by_seed(toy: Domain, hotel: Domain) -> None:
+    def steps(d: Domain, seed: int) -> list[str]:
+        walks = sample_walks(d, build_tool_graph(d, seed=seed), 5, seed=seed)
+        return [repr([(s.name, s.arguments) for s in w.steps]) for w in walks]
+
+    for domain in (toy, hotel):
+        assert steps(domain, 11) == steps(domain, 11)
+    hotel_graph = build_tool_graph(hotel)
+    assert [w.signature() for w in sample_walks(hotel, hotel_graph, 5, seed=1)] != [
+        w.signature() for w in sample_walks(hotel, hotel_graph, 5, seed=2)
+    ]
+
+
+def test_excluded_signatures_are_not_sampled_again(toy: Domain) -> None:
+    graph = build_tool_graph(toy)
+    first = sample_walks(toy, graph, 3, seed=5)
+    again = sample_walks(toy, graph, 3, seed=5, exclude=[w.signature() for w in first])
+    assert not {w.signature() for w in first} & {w.signature() for w in again}
+
+
+def test_a_small_state_gives_fewer_walks_not_an_error(toy: Domain) -> None:
+    # The toy shop allows only a handful of distinct writes (two customers, one product in stock).
+    walks = sample_walks(toy, build_tool_graph(toy), 200, seed=0, attempts_per_walk=2)
+    assert 0 < len(walks) < 200
+    _assert_grounded(toy, walks)

@@ -1,0 +1,206 @@
+"""Task synthesis over real HTTP to the scripted server: walks dressed by the codegen model,
+strict parsing with bounded retries, refusals, and tasks the loader accepts as they are."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from maestro.agents.client import Endpoints
+from maestro.agents.codegen.scenarios import (
+    CANDIDATES_PER_REFUSAL,
+    DraftError,
+    RefusalDraft,
+    ScenarioDraft,
+    TaskSynthesis,
+    more_library_tasks,
+    parse_draft,
+    plan_walks,
+    synthesize_tasks,
+    tasks_jsonl,
+)
+from maestro.agents.scripted_server import Reply, ScriptedServer
+from maestro.agents.settings import LLMSettings
+from maestro.domains import Domain, library_path, load_domain, replay_gold
+from maestro.domains.toolgraph import Walk
+from maestro.scoring import check_task
+from tests.conftest import role_settings
+
+
+def draft(walk: Walk, **overrides: Any) -> str:
+    """A well-formed answer that tells the customer every value the walk needs."""
+    values = [
+        str(x)
+        for v in walk.user_values.values()
+        for x in (v if isinstance(v, list) else [v])
+        if not isinstance(x, bool)
+    ]
+    body: dict[str, Any] = {
+        "persona": "A busy customer who wants this sorted quickly.",
+        "reason_for_call": "You want to make a change to your account.",
+        "known_info": "You know: " + ", ".join(values),
+        "unknown_info": None,
+        "task_instructions": "Give the details when asked and confirm the change.",
+        "nl_assertions": ["The assistant confirms the change to the customer."],
+    }
+    body.update(overrides)
+    return json.dumps(body)
+
+
+def run(server: ScriptedServer, domain: Domain, **kw: Any) -> TaskSynthesis:
+    async def go() -> TaskSynthesis:
+        async with Endpoints() as endpoints:
+            client = endpoints.client("codegen", role_settings(), server.base_url)
+            return await synthesize_tasks(domain, client, **kw)
+
+    return asyncio.run(go())
+
+
+def test_parse_draft_is_strict() -> None:
+    good = '```json\n{"persona": "p", "reason_for_call": "r", "known_info": "k", "unknown_info": null, "task_instructions": "t", "nl_assertions": ["a"]}\n```'
+    assert parse_draft(good, ScenarioDraft).nl_assertions == ["a"]
+    for text, problem in [
+        ("", "empty answer"),
+        ("Sure! Here is the scenario.", "no JSON object"),
+        ('{"persona": "p",', "no JSON object"),
+        ('{"persona": "p"}', "reason_for_call: Field required"),
+        (good.replace('"unknown_info"', '"mood": "calm", "unknown_info"'), "mood: Extra inputs"),
+        (good.replace('["a"]', '"a"'), "nl_assertions: Input should be a valid list"),
+        (good.replace('["a"]', "[]"), "nl_assertions: List should have at least 1 item"),
+    ]:
+        with pytest.raises(DraftError, match=problem):
+            parse_draft(text, ScenarioDraft)
+    with pytest.raises(DraftError, match="candidate: Field required"):
+        parse_draft(good, RefusalDraft)
+
+
+def test_walk_tasks_are_synthesized_after_a_malformed_answer_and_pass_the_loader(
+    scripted: ScriptedServer, toy: Domain, toy_copy: Path
+) -> None:
+    walks, _ = plan_walks(toy, n=3, seed=0)
+    assert len(walks) == 3
+    for i, walk in enumerate(walks):
+        replies = [Reply(content=draft(walk))]
+        if i == 0:
+            replies.insert(0, Reply(content="Here is a scenario for you!"))
+        scripted.script(f"synthesis/toy/walk-{i}", "codegen", replies)
+    out = run(scripted, toy, n=3, seed=0)
+    assert out.rejected == []
+    assert out.usage.calls == 4 and out.usage.failed_calls == 0
+    assert out.usage.prompt_tokens > 0 and out.usage.completion_tokens > 0
+    assert [t.id for t in out.tasks] == ["toy_syn0_w001", "toy_syn0_w002", "toy_syn0_w003"]
+    for task, walk in zip(out.tasks, walks, strict=True):
+        assert task.provenance.source == "synthesized" and task.split == "train"
+        assert [(a.name, a.arguments) for a in task.gold_actions] == [
+            (s.name, s.arguments) for s in walk.writes
+        ]
+        assert replay_gold(toy, task).session.state_hash() == walk.expected_state_hash
+        assert check_task(toy, task).ok
+    # The loader takes them as they are, gold replay included.
+    with (toy_copy / "tasks.jsonl").open("a") as f:
+        f.write(tasks_jsonl(out.tasks))
+    loaded = load_domain(toy_copy)
+    assert {t.id for t in out.tasks} <= {t.id for t in loaded.tasks}
+
+
+def test_malformed_or_ungrounded_answers_are_retried_then_recorded(
+    scripted: ScriptedServer, toy: Domain
+) -> None:
+    (walk,), _ = plan_walks(toy, n=1, seed=4)
+    assert walk.user_values
+    scripted.script(
+        "synthesis/toy/walk-0",
+        "codegen",
+        [
+            Reply(content='{"persona": "x"'),  # truncated
+            Reply(content=draft(walk, known_info="You know nothing useful.")),
+            Reply(content=draft(walk, nl_assertions="not a list")),
+        ],
+    )
+    out = run(scripted, toy, n=1, seed=4, attempts=3)
+    assert out.tasks == []
+    assert out.usage.calls == 3
+    ((reason, detail),) = out.rejected
+    assert reason == "malformed_output"
+    assert "attempt 1: no JSON object" in detail
+    assert "attempt 2: known_info must state the exact value(s)" in detail
+    assert "attempt 3: nl_assertions" in detail
+
+
+def test_provider_failure_is_recorded_not_raised(scripted: ScriptedServer, toy: Domain) -> None:
+    # Nothing scripted: the server answers 400 no_script, which the client does not retry.
+    out = run(scripted, toy, n=1, seed=4)
+    scripted.model.stats.unscripted.clear()
+    assert out.tasks == []
+    assert [r for r, _ in out.rejected] == ["provider_error"]
+    assert out.usage.failed_calls == 1
+
+
+def refusal(candidate: int | None, info: list[str], **kw: Any) -> str:
+    body = {
+        "candidate": candidate,
+        "rule": "rule 3: only the account holder may cancel an order",
+        "communicate_info": info,
+        "persona": "A pushy caller.",
+        "reason_for_call": "You want someone else's order cancelled.",
+        "known_info": "You are Bo (C2).",
+        "unknown_info": None,
+        "task_instructions": "Insist once, then accept the refusal.",
+        "nl_assertions": ["The assistant does not make the change."],
+    }
+    body.update(kw)
+    return json.dumps(body)
+
+
+def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
+    scripted: ScriptedServer, toy: Domain
+) -> None:
+    _, pool = plan_walks(toy, n=0, seed=0, refusals=2)
+    assert 0 < len(pool) <= 2 * CANDIDATES_PER_REFUSAL
+    scripted.script(
+        "synthesis/toy/refusal-0",
+        "codegen",
+        [
+            Reply(content=refusal(1, ["we will refund you in full"])),  # not in the policy
+            Reply(content=refusal(1, ["account holder"])),
+        ],
+    )
+    if len(pool) > CANDIDATES_PER_REFUSAL:
+        scripted.script("synthesis/toy/refusal-1", "codegen", [Reply(content=refusal(None, ["x"]))])
+    out = run(scripted, toy, n=0, seed=0, refusals=2)
+    (task,) = out.tasks
+    assert task.category == "refusal" and task.id == "toy_syn0_r001"
+    crit = task.evaluation_criteria
+    assert crit.actions == [] and crit.communicate_info == ["account holder"]
+    (forbidden,) = crit.forbidden_actions
+    assert (forbidden.name, forbidden.arguments) == (
+        pool[0].writes[0].name,
+        pool[0].writes[0].arguments,
+    )
+    check = check_task(toy, task)
+    assert check.ok and check.perturbed_reward == 0.0
+    reasons = [r for r, _ in out.rejected]
+    assert reasons == (
+        ["no_forbidden_write"] if len(pool) > CANDIDATES_PER_REFUSAL else ["no_walk"]
+    )
+
+
+def test_more_tasks_for_a_library_domain(scripted: ScriptedServer, tmp_path: Path) -> None:
+    hotel = load_domain(library_path("hotel"), check_gold=False)
+    walks, _ = plan_walks(hotel, n=2, seed=9)
+    for i, walk in enumerate(walks):
+        scripted.script(f"synthesis/hotel/walk-{i}", "codegen", [Reply(content=draft(walk))])
+    settings = LLMSettings(codegen=role_settings(base_url=scripted.base_url))
+    out = asyncio.run(more_library_tasks("hotel", settings, n=2, seed=9))
+    assert len(out.tasks) == 2, out.rejected
+    assert not {t.id for t in out.tasks} & {t.id for t in hotel.tasks}
+    copy = tmp_path / "hotel"
+    shutil.copytree(library_path("hotel"), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with (copy / "tasks.jsonl").open("a") as f:
+        f.write(tasks_jsonl(out.tasks))
+    assert len(load_domain(copy).tasks) == len(hotel.tasks) + 2
