@@ -1,0 +1,72 @@
+"""Fixtures for training tests: the tiny model's tokenizer (slow to read once), and a lake with
+the toy domain's tasks, scored episodes and a task set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from maestro.domains import Domain
+from maestro.flows.records import domain_row, episode_row, score_row, task_row
+from maestro.scoring import Scorer
+from maestro.simulation.episode import EpisodeResult, Termination
+from maestro.simulation.scripted import gold_trajectory, null_trajectory
+from maestro.simulation.trajectory import Trajectory
+from maestro.storage import Lake, LakeSettings
+from maestro.training.models import BaseModelSpec, load_tokenizer
+
+TASK_SET = "toy-set"
+RUN = "r1"
+
+
+@pytest.fixture(scope="session")
+def tiny_spec() -> BaseModelSpec:
+    spec = BaseModelSpec(kind="tiny", hidden_size=64, layers=2)
+    load_tokenizer(spec)  # the first read of the GGUF tokenizer is cached for later loads
+    return spec
+
+
+def _episode(traj: Trajectory, trial: int) -> EpisodeResult:
+    return EpisodeResult(
+        domain_id=traj.domain_id,
+        task_id=traj.task_id,
+        trial=trial,
+        seed=trial,
+        trajectory=traj,
+        termination=Termination.USER_STOP,
+        duration_s=0.1,
+        tool_calls=len(traj.assistant_calls()),
+    )
+
+
+def fill_lake(lake: Lake, domain: Domain, task_ids: list[str]) -> dict[str, Any]:
+    """The toy domain's tasks; per task a gold (passing) and a null (failing) episode, scored
+    by the real scorer; a task set of them."""
+    lake.write("domains", [domain_row(domain)], RUN)
+    lake.write("tasks", [task_row(domain, t) for t in domain.tasks], RUN)
+    scorer = Scorer(domain)
+    episodes, scores = [], []
+    for task_id in task_ids:
+        task = domain.task(task_id)
+        for trial, traj in enumerate(
+            [gold_trajectory(domain, task), null_trajectory(domain, task)]
+        ):
+            e = _episode(traj, trial)
+            card = scorer.score(task, traj)
+            episodes.append(episode_row(RUN, e, domain.manifest.version, "scripted", "scripted"))
+            scores.append(score_row(RUN, e, card, "scripted"))
+    lake.write("episodes", episodes, RUN)
+    lake.write("scores", scores, RUN)
+    refs = [{"domain_id": domain.id, "task_id": t} for t in task_ids]
+    row = {"task_set_id": TASK_SET, "name": "toy", "tasks": refs, "built_from": []}
+    lake.write("task_sets", [row], RUN)
+    return row
+
+
+@pytest.fixture
+def toy_lake(tmp_path: Path, toy: Domain) -> Lake:
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    fill_lake(lake, toy, ["toy_cancel", "toy_status"])
+    return lake
