@@ -24,7 +24,11 @@ from maestro.domains.sdk import ToolKind, tool_kind
 from maestro.domains.store import Session
 from maestro.domains.watchdog import Watchdog, default_watchdog
 
-OutcomeStatus = Literal["ok", "tool_error", "invalid_call", "unknown_tool", "exception", "timeout"]
+# "sandbox" and "crash" come from the sandbox (maestro.domains.sandbox): a refused operation or
+# limit hit, and a child process that died.
+OutcomeStatus = Literal[
+    "ok", "tool_error", "invalid_call", "unknown_tool", "exception", "timeout", "sandbox", "crash"
+]
 
 DEFAULT_DEADLINE_S = 5.0
 

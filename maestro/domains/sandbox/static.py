@@ -1,24 +1,485 @@
-"""Static validation of LLM-written ``tools.py`` and ``models.py``, before anything runs."""
+"""Static validation of LLM-written ``tools.py`` and ``models.py``, before anything runs.
+
+The check is an allowlist over the syntax tree, not a search for bad words: what a generated
+domain needs (typed functions, dict and list work, dates, decimals, regular expressions, the SDK)
+passes; what an escape needs (other modules, dunder or private attributes, frame and code
+objects, ``exec``-like builtins, attribute access by computed name) is named as a problem at
+``line L col C`` with the rule it breaks. It is the first of two layers: the sandbox process
+still enforces limits at run time, for whatever this check cannot see.
+"""
 
 from __future__ import annotations
 
+import ast
+import re
+from collections.abc import Callable, Iterator
+
 from maestro.domains.errors import Problem
+
+MAX_SOURCE_BYTES = 512 * 1024
+
+#: Standard-library modules generated code may import. Left out on purpose: anything with files,
+#: processes, network or the interpreter (os, io, sys, socket, subprocess, importlib, ctypes,
+#: gc, inspect, pickle, marshal), ``operator`` and ``string`` (attribute access by name through
+#: ``attrgetter`` and ``Formatter``), ``random`` and ``uuid`` (replay must be deterministic).
+STDLIB_ALLOWED = frozenset(
+    {
+        "bisect",
+        "calendar",
+        "collections",
+        "collections.abc",
+        "dataclasses",
+        "datetime",
+        "decimal",
+        "enum",
+        "fractions",
+        "functools",
+        "heapq",
+        "itertools",
+        "json",
+        "math",
+        "re",
+        "statistics",
+        "textwrap",
+        "typing",
+    }
+)
+
+SDK_MODULE = "maestro.domains.sdk"
+#: Names that may be imported from pydantic (models.py only): field constraints and config.
+PYDANTIC_ALLOWED = frozenset({"Field", "ConfigDict"})
+
+#: Builtins that reach the interpreter, files or the import system.
+FORBIDDEN_BUILTINS = frozenset(
+    {
+        "__import__",
+        "breakpoint",
+        "compile",
+        "delattr",
+        "dir",
+        "eval",
+        "exec",
+        "exit",
+        "globals",
+        "help",
+        "input",
+        "locals",
+        "memoryview",
+        "open",
+        "quit",
+        "setattr",
+        "vars",
+    }
+)
+
+#: Attribute names without underscores that still lead to frames, code or class graphs.
+FORBIDDEN_ATTRIBUTES = frozenset(
+    {
+        "ag_code",
+        "ag_frame",
+        "co_code",
+        "co_consts",
+        "cr_await",
+        "cr_code",
+        "cr_frame",
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_locals",
+        "format_map",
+        "gi_code",
+        "gi_frame",
+        "gi_yieldfrom",
+        "mro",
+        "tb_frame",
+        "tb_next",
+        "with_traceback",
+        # typing helpers that evaluate strings as code
+        "ForwardRef",
+        "get_type_hints",
+        "make_dataclass",
+    }
+)
+
+_NAMED_GETTERS = frozenset({"getattr", "hasattr"})
+_FORMAT_FIELD = re.compile(r"\{[^{}]*[.\[]")
 
 
 def check_tools_source(source: str, filename: str = "tools.py") -> list[Problem]:
     """Every rule a generated ``tools.py`` breaks, each as a Problem at ``line L col C``.
 
     An empty list means the source may be loaded into the sandbox; it does not make it safe to
-    import in the host.
+    import in the host: tools.py runs only in the sandbox child.
     """
-    raise NotImplementedError
+    tree, problems = _parse(source, filename)
+    if tree is None:
+        return problems
+    checker = _Checker(filename, models_file=False)
+    checker.visit(tree)
+    return problems + checker.problems
 
 
 def check_models_source(source: str, filename: str = "models.py") -> list[Problem]:
     """Every rule a generated ``models.py`` breaks; models.py may only declare record types.
 
-    Allowed: imports from the allowlist, classes whose bodies are annotated fields with literal
+    Allowed: imports from the allowlist (the SDK, pydantic's ``Field`` and ``ConfigDict``,
+    ``typing``, ``datetime``, ``enum``...), classes whose bodies are annotated fields with literal
     or ``Field(...)`` defaults, simple constants (literals, ``Literal[...]`` aliases) and
-    ``TABLES``. Because nothing else is allowed, a models.py that passes is imported in the host.
+    ``TABLES``. Because nothing else is allowed (no functions, no validators, no calls but
+    ``Field``, ``Ref`` and ``ConfigDict`` with literal arguments), a models.py that passes is
+    imported in the host.
     """
-    raise NotImplementedError
+    tree, problems = _parse(source, filename)
+    if tree is None:
+        return problems
+    checker = _Checker(filename, models_file=True)
+    checker.visit(tree)
+    problems += checker.problems
+    problems += _declarations_only(tree, filename)
+    return problems
+
+
+# ----- parsing ----------------------------------------------------------------------------------
+
+
+def _parse(source: str, filename: str) -> tuple[ast.Module | None, list[Problem]]:
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        return None, [Problem(filename, "", f"is {size} bytes; the limit is {MAX_SOURCE_BYTES}")]
+    try:
+        return ast.parse(source, filename=filename), []
+    except SyntaxError as exc:
+        where = f"line {exc.lineno} col {exc.offset}" if exc.lineno else ""
+        return None, [Problem(filename, where, f"syntax error: {exc.msg}")]
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        return None, [Problem(filename, "", f"cannot be parsed: {type(exc).__name__}: {exc}")]
+
+
+def where(node: ast.AST) -> str:
+    """``line L col C`` of a node (columns counted from 1, like editors)."""
+    return f"line {getattr(node, 'lineno', 0)} col {getattr(node, 'col_offset', -1) + 1}"
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and len(name) > 4
+
+
+# ----- rules for both files ---------------------------------------------------------------------
+
+
+class _Checker(ast.NodeVisitor):
+    """Walks the whole tree once; each visit method is one family of rules."""
+
+    def __init__(self, filename: str, *, models_file: bool) -> None:
+        self.filename = filename
+        self.models_file = models_file
+        self.problems: list[Problem] = []
+
+    def problem(self, node: ast.AST, rule: str, message: str) -> None:
+        self.problems.append(Problem(self.filename, where(node), f"[{rule}] {message}"))
+
+    # imports
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name not in STDLIB_ALLOWED:
+                self.problem(node, "import", f"import of {alias.name!r} is not allowed")
+            self._bound_name(node, alias.asname)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        for alias in node.names:
+            if alias.name == "*":
+                self.problem(node, "import", f"'from {module or '.'} import *' is not allowed")
+                continue
+            self._bound_name(node, alias.asname)
+            reason = self._import_refused(node, module, alias.name)
+            if reason:
+                self.problem(node, "import", reason)
+
+    def _import_refused(self, node: ast.ImportFrom, module: str, name: str) -> str | None:
+        if node.level:
+            own = (module, name) in (("models", name), ("", "models"))
+            if node.level == 1 and own and not self.models_file:
+                return (
+                    None
+                    if not _dunder(name) and not name.startswith("_")
+                    else (f"import of private name {name!r} from models")
+                )
+            return f"relative import 'from {'.' * node.level}{module} import {name}' is not allowed; only 'from .models import ...' in tools.py"
+        if module == "__future__" and name == "annotations":
+            return None
+        if module == SDK_MODULE:
+            return None if not name.startswith("_") else f"{name!r} is private to the SDK"
+        if module == "pydantic" and self.models_file:
+            if name in PYDANTIC_ALLOWED:
+                return None
+            return f"only {sorted(PYDANTIC_ALLOWED)} may be imported from pydantic"
+        if module in STDLIB_ALLOWED or f"{module}.{name}" in STDLIB_ALLOWED:
+            if name in FORBIDDEN_ATTRIBUTES or name.startswith("_"):
+                return f"{module}.{name} is not allowed"
+            return None
+        return f"import from {module!r} is not allowed (allowed: the SDK, .models, {', '.join(sorted(STDLIB_ALLOWED))})"
+
+    def _bound_name(self, node: ast.AST, name: str | None) -> None:
+        if name is not None and _dunder(name):
+            self.problem(node, "dunder", f"name {name!r} is not allowed")
+
+    # names and attributes
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in FORBIDDEN_BUILTINS:
+            self.problem(node, "builtin", f"{node.id}() is not allowed")
+        elif node.id.startswith("__"):
+            self.problem(node, "dunder", f"name {node.id!r} is not allowed")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("_"):
+            kind = "dunder" if _dunder(node.attr) else "private"
+            self.problem(node, kind, f"attribute {node.attr!r} is not allowed")
+        elif node.attr in FORBIDDEN_ATTRIBUTES:
+            self.problem(node, "introspection", f"attribute {node.attr!r} is not allowed")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in _NAMED_GETTERS:
+            name_arg = node.args[1] if len(node.args) > 1 else None
+            if not (
+                isinstance(name_arg, ast.Constant)
+                and isinstance(name_arg.value, str)
+                and not name_arg.value.startswith("_")
+            ):
+                self.problem(
+                    node,
+                    "getattr",
+                    f"{func.id}() needs a literal attribute name without underscores",
+                )
+        if isinstance(func, ast.Name) and func.id == "type" and len(node.args) != 1:
+            self.problem(node, "builtin", "type() with three arguments builds classes; not allowed")
+        if isinstance(func, ast.Attribute) and func.attr == "format":
+            receiver = func.value
+            if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
+                self.problem(node, "format", ".format() is allowed only on a string literal")
+            elif _FORMAT_FIELD.search(receiver.value):
+                self.problem(node, "format", "format fields may not access attributes or items")
+        for kw in node.keywords:
+            if kw.arg is not None and _dunder(kw.arg):
+                self.problem(node, "dunder", f"keyword {kw.arg!r} is not allowed")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and "__" in node.value:
+            self.problem(node, "dunder", "string literals may not contain '__'")
+        elif isinstance(node.value, bytes) and b"__" in node.value:
+            self.problem(node, "dunder", "bytes literals may not contain '__'")
+
+    # definitions
+
+    def _definition(self, node: ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef) -> None:
+        if _dunder(node.name):
+            self.problem(node, "dunder", f"definition of {node.name!r} is not allowed")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._definition(node)
+        for arg in _arguments(node.args):
+            if _dunder(arg.arg):
+                self.problem(arg, "dunder", f"parameter {arg.arg!r} is not allowed")
+        self.generic_visit(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.problem(node, "async", "tools are synchronous; async def is not allowed")
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._definition(node)
+        for kw in node.keywords:
+            self.problem(node, "class", f"class keyword {kw.arg!r} (metaclass, ...) is not allowed")
+        self.generic_visit(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for arg in _arguments(node.args):
+            if _dunder(arg.arg):
+                self.problem(arg, "dunder", f"parameter {arg.arg!r} is not allowed")
+        self.generic_visit(node)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        for attr in node.kwd_attrs:
+            if attr.startswith("_"):
+                self.problem(node, "private", f"match on attribute {attr!r} is not allowed")
+        self.generic_visit(node)
+
+    def visit_Await(self, node: ast.Await) -> None:
+        self.problem(node, "async", "await is not allowed")
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:
+            if _dunder(name):
+                self.problem(node, "dunder", f"global {name!r} is not allowed")
+
+
+def _arguments(args: ast.arguments) -> Iterator[ast.arg]:
+    yield from args.posonlyargs
+    yield from args.args
+    yield from args.kwonlyargs
+    if args.vararg:
+        yield args.vararg
+    if args.kwarg:
+        yield args.kwarg
+
+
+# ----- models.py: declarations only -------------------------------------------------------------
+
+_MODELS_CALLS = frozenset({"Field", "Ref", "ConfigDict"})
+
+_Bad = Callable[[ast.AST, str], None]
+
+
+def _declarations_only(tree: ast.Module, filename: str) -> list[Problem]:
+    """models.py may hold imports, literal constants, type aliases and record classes only."""
+    out: list[Problem] = []
+
+    def bad(node: ast.AST, message: str) -> None:
+        out.append(Problem(filename, where(node), f"[declarations] {message}"))
+
+    for i, stmt in enumerate(tree.body):
+        if isinstance(stmt, ast.Import | ast.ImportFrom | ast.Pass):
+            continue
+        if i == 0 and _is_docstring(stmt):
+            continue
+        if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            _check_assignment(stmt, bad)
+        elif isinstance(stmt, ast.ClassDef):
+            _check_class(stmt, bad)
+        else:
+            bad(stmt, f"{type(stmt).__name__} statements are not allowed in models.py")
+    return out
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _check_assignment(stmt: ast.Assign | ast.AnnAssign, bad: _Bad) -> None:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    for target in targets:
+        if not isinstance(target, ast.Name):
+            bad(target, "only plain names may be assigned")
+    if isinstance(stmt, ast.AnnAssign):
+        why = type_expression_problem(stmt.annotation)
+        if why:
+            bad(stmt.annotation, why)
+    if stmt.value is not None:
+        why = value_problem(stmt.value)
+        if why:
+            bad(stmt.value, why)
+
+
+def _check_class(node: ast.ClassDef, bad: _Bad) -> None:
+    if node.decorator_list:
+        bad(node, "record classes may not be decorated")
+    for base in node.bases:
+        if not isinstance(base, ast.Name | ast.Attribute):
+            bad(base, "a base class must be a name")
+    for i, stmt in enumerate(node.body):
+        if isinstance(stmt, ast.Pass) or (i == 0 and _is_docstring(stmt)):
+            continue
+        if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            _check_assignment(stmt, bad)
+        else:
+            bad(stmt, f"a record class may hold fields only, not {type(stmt).__name__}")
+
+
+def value_problem(node: ast.expr) -> str | None:
+    """Why an expression is not a declaration value (a literal, a type, Field/Ref/ConfigDict)."""
+    if isinstance(node, ast.Constant):
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return value_problem(node.operand)
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return next(filter(None, (value_problem(e) for e in node.elts)), None)
+    if isinstance(node, ast.Dict):
+        parts = [k for k in node.keys if k is not None] + list(node.values)
+        if any(k is None for k in node.keys):
+            return "dict unpacking is not allowed"
+        return next(filter(None, (value_problem(e) for e in parts)), None)
+    if isinstance(node, ast.Call):
+        return _call_problem(node)
+    return type_expression_problem(node)
+
+
+def _call_problem(node: ast.Call) -> str | None:
+    if not (isinstance(node.func, ast.Name) and node.func.id in _MODELS_CALLS):
+        return f"only {sorted(_MODELS_CALLS)} may be called in a declaration"
+    for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+        if isinstance(arg, ast.Name) and arg.id in ("list", "dict", "set"):
+            continue  # default_factory=list
+        why = value_problem(arg)
+        if why:
+            return why
+    if any(kw.arg is None for kw in node.keywords):
+        return "**kwargs is not allowed in a declaration"
+    return None
+
+
+def type_expression_problem(node: ast.expr) -> str | None:
+    """Why an expression is not a type (names, subscripts, ``|``, ``Literal[...]``, Ref)."""
+    if isinstance(node, ast.Name):
+        return None if not node.id.startswith("__") else f"name {node.id!r} is not allowed"
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and not node.attr.startswith("_"):
+            return None
+        return "a type may be 'module.Name' only"
+    if isinstance(node, ast.Constant):
+        if node.value is None or node.value is Ellipsis:
+            return None
+        if isinstance(node.value, str):
+            return _string_annotation_problem(node.value)
+        return f"{node.value!r} is not a type"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return type_expression_problem(node.left) or type_expression_problem(node.right)
+    if isinstance(node, ast.Subscript):
+        if isinstance(node.value, ast.Name | ast.Attribute) and _name_of(node.value) == "Literal":
+            return _literal_args_problem(node.slice)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return type_expression_problem(node.value) or next(
+            filter(None, (_type_or_metadata_problem(p) for p in parts)), None
+        )
+    if isinstance(node, ast.List):  # Callable[[int], str]
+        return next(filter(None, (type_expression_problem(e) for e in node.elts)), None)
+    return f"{type(node).__name__} is not allowed in a type"
+
+
+def _type_or_metadata_problem(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Call):  # Annotated[str, Ref("customers")], Field(...)
+        return _call_problem(node)
+    return type_expression_problem(node)
+
+
+def _literal_args_problem(node: ast.expr) -> str | None:
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    for p in parts:
+        if isinstance(p, ast.UnaryOp) and isinstance(p.op, ast.USub):
+            p = p.operand
+        if not isinstance(p, ast.Constant):
+            return "Literal[...] takes constants only"
+    return None
+
+
+def _string_annotation_problem(text: str) -> str | None:
+    """A string annotation is evaluated as code by typing; it must itself be a type."""
+    try:
+        expr = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return f"string annotation {text!r} is not a type"
+    return type_expression_problem(expr)
+
+
+def _name_of(node: ast.Name | ast.Attribute) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr

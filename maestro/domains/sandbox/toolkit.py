@@ -2,7 +2,40 @@
 
 from __future__ import annotations
 
-from maestro.domains.runtime import Toolkit
+import itertools
+import threading
+import time
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from maestro.domains.errors import StoreError, ToolError
+from maestro.domains.runtime import OutcomeStatus, Toolkit, ToolOutcome, ToolSpec
+from maestro.domains.sandbox.limits import SandboxLimits
+from maestro.domains.sandbox.process import ChildFailure, SandboxProcess, SandboxStartError
+from maestro.domains.store import Session
+
+
+@dataclass
+class _MirrorState:
+    """What the current child knows of one host session: its id and the values it has seen."""
+
+    sid: int
+    generation: int = -1
+    seen: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+
+class _ChildOutcome(BaseModel):
+    """The outcome fields a child may send; anything else is a protocol violation."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    arguments: dict[str, Any]
+    content: str
+    status: OutcomeStatus
 
 
 class SandboxToolkit(Toolkit):
@@ -14,3 +47,211 @@ class SandboxToolkit(Toolkit):
     comes back as a ToolOutcome (status ``"sandbox"``, ``"crash"`` or ``"timeout"``), never as an
     exception, and the child is restarted for the next call. ``close`` stops the child.
     """
+
+    def __init__(
+        self, specs: Iterable[ToolSpec], init: dict[str, Any], limits: SandboxLimits
+    ) -> None:
+        super().__init__(specs, deadline_s=limits.call_timeout_s)
+        self.limits = limits
+        self._init = init
+        self._lock = threading.Lock()
+        self._process: SandboxProcess | None = None
+        self._generation = 0
+        self._mirrors: weakref.WeakKeyDictionary[Session, _MirrorState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sids = itertools.count(1)
+        self._forgotten: list[int] = []
+        self.restarts = 0
+        self.closed = False
+        self._finalizer = weakref.finalize(self, _stop, [None])
+
+    # ----- process -----------------------------------------------------------------------------
+
+    def start(self) -> dict[str, Any]:
+        """Start the child now (the first call would otherwise); returns its ready message."""
+        with self._lock:
+            return self._ensure_process().ready
+
+    def _ensure_process(self) -> SandboxProcess:
+        if self.closed:
+            raise ChildFailure("crash", "the sandbox toolkit is closed")
+        if self._process is None or not self._process.alive:
+            if self._process is not None:
+                self._process.kill()
+                self.restarts += 1
+            process = SandboxProcess(self.limits, self._init)
+            self._process = process
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, _stop, [process])
+            self._generation += 1
+            try:
+                process.start()
+            except SandboxStartError as exc:
+                self._process = None
+                found = "; ".join(f"{f}:{where}: {msg}" for f, where, msg in exc.problems)
+                raise ChildFailure(
+                    "start", f"{exc.reason}: {found}" if found else exc.reason
+                ) from None
+        return self._process
+
+    def close(self) -> None:
+        """Stop the child; later calls answer with a sandbox error. Idempotent."""
+        with self._lock:
+            self.closed = True
+            if self._process is not None:
+                self._process.kill()
+                self._process = None
+
+    @property
+    def child_pid(self) -> int | None:
+        """The running child's process id, None when none runs."""
+        return self._process.pid if self._process and self._process.alive else None
+
+    # ----- calls -------------------------------------------------------------------------------
+
+    def call(
+        self,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | str,
+        *,
+        deadline_s: float | None = None,
+    ) -> ToolOutcome:
+        """Run one tool call in the sandbox on a session; never raises for the child's doing."""
+        started = time.perf_counter()
+        limit = self.deadline_s if deadline_s is None else deadline_s
+        spec = self.specs.get(name)
+
+        def outcome(content: str, status: OutcomeStatus, args: Any) -> ToolOutcome:
+            args = args if isinstance(args, dict) else {"_raw": args}
+            kind = spec.kind if spec else None
+            return ToolOutcome(name, args, content, status, kind, time.perf_counter() - started)
+
+        with self._lock:
+            try:
+                reply = self._exchange(session, name, arguments, limit)
+            except ChildFailure as exc:
+                return outcome(*self._failure_text(name, limit, exc), arguments)
+            if "violation" in reply or "failure" in reply:
+                self._discard_process()
+                reason = reply.get("violation") or reply.get("failure")
+                return outcome(
+                    f"Error: {name}: {reason}; nothing was changed.", "sandbox", arguments
+                )
+            try:
+                got = _ChildOutcome.model_validate(reply.get("outcome"))
+                self._apply_writes(session, reply.get("writes"))
+            except (ValidationError, StoreError, ToolError, TypeError, ValueError, KeyError) as exc:
+                self._discard_process()
+                text = f"Error: {name}: the sandbox child sent an invalid reply ({exc}); nothing was changed."
+                return outcome(text[:2000], "sandbox", arguments)
+        return outcome(got.content, got.status, got.arguments)
+
+    def _exchange(
+        self, session: Session, name: str, arguments: dict[str, Any] | str, limit: float
+    ) -> dict[str, Any]:
+        """Send the call with the session writes the child has not seen; returns its reply."""
+        for _ in range(2):
+            process = self._ensure_process()
+            mirror = self._mirror(session)
+            full = mirror.generation != self._generation
+            seen = {} if full else mirror.seen
+            sync, now_seen = _delta(session, seen)
+            forgotten = list(self._forgotten)
+            self._forgotten.clear()
+            request = {
+                "op": "call",
+                "sid": mirror.sid,
+                "full": full,
+                "sync": sync,
+                "forget": forgotten,
+                "closed": session.closed,
+                "name": name,
+                "arguments": arguments,
+                "deadline_s": limit,
+            }
+            try:
+                reply = process.request(request, limit + self.limits.kill_grace_s)
+            except ChildFailure:
+                self._discard_process()
+                raise
+            if reply.get("need_full"):
+                mirror.generation = -1
+                continue
+            mirror.generation, mirror.seen = self._generation, now_seen
+            return reply
+        raise ChildFailure("protocol", "the sandbox child lost the session twice")
+
+    def _mirror(self, session: Session) -> _MirrorState:
+        state = self._mirrors.get(session)
+        if state is None:
+            state = _MirrorState(next(self._sids))
+            self._mirrors[session] = state
+            weakref.finalize(session, self._forgotten.append, state.sid)
+        return state
+
+    def _apply_writes(self, session: Session, writes: Any) -> None:
+        """Apply the child's writes through the session's validating API, all or nothing."""
+        if not isinstance(writes, list):
+            raise TypeError("writes must be a list")
+        mirror = self._mirrors[session]
+        with session.transaction():
+            for table, key, record in writes:
+                if record is None:
+                    session.delete(table, key)
+                else:
+                    written = session.put(table, record)
+                    if written.get(session.base.specs[table].key_field) != key:
+                        raise StoreError(f"write to {table}/{key} carries another key")
+        overlay = _overlay(session)
+        for table, key, _ in writes:
+            mirror.seen[(table, key)] = overlay[table][key]
+
+    def _discard_process(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+
+    def _failure_text(
+        self, name: str, limit: float, exc: ChildFailure
+    ) -> tuple[str, OutcomeStatus]:
+        if exc.kind == "timeout":
+            return (
+                f"Error: {name} did not finish within {limit:g} s; nothing was changed.",
+                "timeout",
+            )
+        if exc.kind == "crash":
+            return f"Error: {name}: {exc.reason}; nothing was changed.", "crash"
+        return f"Error: {name}: {exc.reason}; nothing was changed.", "sandbox"
+
+
+def _overlay(session: Session) -> dict[str, dict[str, Any]]:
+    # Syncing a mirror needs the session's overlay itself: reading it through the public API
+    # would copy every record on every call.
+    return session._overlay
+
+
+def _delta(
+    session: Session, seen: dict[tuple[str, str], Any]
+) -> tuple[list[list[Any]], dict[tuple[str, str], Any]]:
+    """The writes of ``session`` that ``seen`` lacks, and what is seen once they are sent."""
+    from maestro.domains.store import _DELETED
+
+    sync: list[list[Any]] = []
+    now: dict[tuple[str, str], Any] = {}
+    for table, layer in _overlay(session).items():
+        for key, value in layer.items():
+            now[(table, key)] = value
+            if seen.get((table, key)) is not value:
+                if value is _DELETED:
+                    sync.append([table, key, "delete", None])
+                else:
+                    sync.append([table, key, "put", value])
+    for table, key in seen.keys() - now.keys():
+        sync.append([table, key, "revert", None])
+    return sync, now
+
+
+def _stop(holder: list[SandboxProcess | None]) -> None:
+    if holder[0] is not None:
+        holder[0].kill()
