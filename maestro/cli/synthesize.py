@@ -1,9 +1,131 @@
-"""maestro CLI: synthesize commands (filled in by its issue)."""
+"""``maestro synthesize``: turn a brief into a domain package with the codegen team.
+
+``maestro synthesize --brief "..."`` runs one synthesis (on the embedded model unless the
+codegen role has an endpoint), stores it in the lake and prints what each stage did;
+``--resume ID`` continues a synthesis a crash stopped, from its last finished stage.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
 import typer
+from pydantic import ValidationError
+
+from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
+from maestro.agents.codegen.graph import SynthesisNotFoundError
+
+
+def synthesize(
+    brief: str | None = typer.Option(None, help="The domain to build, in a few sentences."),
+    industry: str | None = typer.Option(None, help="The industry, such as 'leisure'."),
+    out: Path = typer.Option(
+        Path("runs/synthesis"), help="Run folder: domains/<id> and synthesis/<id> go under it."
+    ),
+    lake: str | None = typer.Option(
+        None, help="Lake root (default MAESTRO_LAKE_ROOT or runs/lake)."
+    ),
+    no_lake: bool = typer.Option(False, "--no-lake", help="Write nothing to the lake."),
+    max_iterations: int = typer.Option(3, min=1, max=20, help="Attempts per stage (per tool)."),
+    tasks: int = typer.Option(4, min=1, help="Walk tasks to synthesize."),
+    refusals: int = typer.Option(1, min=0, help="Refusal tasks to synthesize."),
+    records: int = typer.Option(6, min=1, help="Records per table."),
+    llm_records: int = typer.Option(3, min=0, help="Records per table the LLM writes."),
+    review: bool = typer.Option(True, help="Let an LLM critic review the finished domain."),
+    seed: int = typer.Option(0, help="Seed for data filling and task walks."),
+    resume: str | None = typer.Option(None, help="A synthesis id to resume (under --out)."),
+    new_id: str | None = typer.Option(
+        None, "--id", help="Id of a new synthesis (default: syn-<UTC time>)."
+    ),
+    run_id: str | None = typer.Option(None, help="Run id stamped on lake rows."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON, last."),
+) -> None:
+    """Synthesize a domain from a brief (or resume one) and print each stage's outcome."""
+    if (brief is None) == (resume is None):
+        raise typer.BadParameter("give exactly one of --brief and --resume", param_hint="--brief")
+    try:
+        the_brief = Brief(text=brief, industry=industry) if brief is not None else None
+        config = SynthesisConfig(
+            max_iterations=max_iterations,
+            n_tasks=tasks,
+            refusals=refusals,
+            records_per_table=records,
+            llm_records_per_table=llm_records,
+            review=review,
+            seed=seed,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(_first_error(exc), param_hint="--brief") from None
+    sid = resume or new_id or "syn-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}", sid):
+        raise typer.BadParameter(f"{sid!r} is not a usable synthesis id", param_hint="--id")
+    run = run_id or sid
+    result = _run(the_brief, sid, config, out, run, None if no_lake else lake or "")
+    if as_json:
+        print(json.dumps(_summary(result)))
+    else:
+        _print(result)
+    raise typer.Exit(0 if result.status == "accepted" else 1)
+
+
+def _run(
+    brief: Brief | None, sid: str, config: SynthesisConfig, out: Path, run_id: str, lake: str | None
+) -> SynthesisResult:
+    from maestro.agents.settings import load_llm_settings
+    from maestro.flows.endpoints import model_endpoints
+    from maestro.flows.synthesis import SynthesisParams, store_result, synthesize_one
+    from maestro.storage import Lake, LakeSettings
+
+    params = SynthesisParams(config=config, runs_dir=out)
+    typer.echo(f"synthesis {sid} (resume with --resume {sid} --out {out})", err=True)
+    with model_endpoints(load_llm_settings(), out) as (settings, urls):
+        try:
+            result, log = synthesize_one(brief, sid, params, settings, urls["codegen"], out, run_id)
+        except SynthesisNotFoundError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from None
+    if lake is not None:
+        store = Lake(LakeSettings(root=lake) if lake else None)
+        store_result(store, run_id, result, log, params.limits)
+    return result
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+
+
+def _summary(result: SynthesisResult) -> dict[str, object]:
+    return {
+        "synthesis_id": result.synthesis_id,
+        "status": result.status,
+        "reason": result.reason,
+        "domain_id": result.domain_id,
+        "package": result.package,
+        "resumed": result.resumed,
+        "llm_calls": result.llm_calls,
+        "tokens": result.tokens,
+        "wall_s": result.wall_s,
+        "stages": [
+            {"stage": e.stage, "attempt": e.attempt, "outcome": e.outcome, "tokens": e.tokens}
+            for e in result.events
+        ],
+        "rejected_tasks": len(result.rejected_tasks),
+    }
+
+
+def _print(result: SynthesisResult) -> None:
+    for e in result.events:
+        line = f"  {e.stage:<28} #{e.attempt} {e.outcome:<8} {e.llm_calls} call(s) {e.tokens:>6} tokens {e.duration_s:6.1f} s"
+        typer.echo(line + (f"  {e.detail[:160]}" if e.outcome != "ok" else ""))
+    typer.echo(
+        f"{result.status}: {result.reason or result.package}  "
+        f"({result.llm_calls} LLM calls, {result.tokens} tokens, {result.wall_s:.1f} s)"
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    app.command("synthesize")(synthesize)

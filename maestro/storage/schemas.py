@@ -96,8 +96,14 @@ _DEFS = [
             _s("industry"),
             _s("blueprint_json"),
             _s("status"),
+            _s("reason"),
+            _s("domain_id"),
+            _i("llm_calls"),
+            _i("tokens"),
+            _f("wall_s"),
         ],
-        "Domain blueprints written by the synthesis team (entities, operations, rules).",
+        "Domain blueprints written by the synthesis team (entities, operations, rules), one per"
+        " synthesis, with how it ended (accepted, rejected, error) and why.",
     ),
     _table(
         "domains",

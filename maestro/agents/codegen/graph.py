@@ -27,6 +27,11 @@ from maestro.agents.codegen.stages import SynthesisTeam
 from maestro.agents.codegen.state import SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.domains.sandbox import SandboxLimits
 
+
+class SynthesisNotFoundError(ValueError):
+    """Resuming a synthesis id that has no checkpoint in the run folder."""
+
+
 NODES = ("blueprint", "data", "tools", "policy", "tasks", "review", "finalize", "reject")
 
 
@@ -41,6 +46,8 @@ class SynthesisResult(BaseModel):
     """How one synthesis ended, with every stage attempt's event."""
 
     synthesis_id: str
+    brief: str
+    industry: str | None = None
     status: Literal["accepted", "rejected", "error"]
     reason: str | None = None
     domain_id: str | None = None
@@ -85,7 +92,7 @@ def synthesis_folder(run_dir: Path, synthesis_id: str) -> Path:
 
 
 async def run_synthesis(
-    brief: Brief,
+    brief: Brief | None,
     client: ChatClient,
     log: CallLog,
     *,
@@ -100,10 +107,14 @@ async def run_synthesis(
     ``client`` is the codegen role's; ``log`` must be its endpoints' recorder (stage events count
     the calls in it). Accepted packages go to ``run_dir/domains/<domain id>``. A crash (provider
     failure after retries, an exception in a stage) ends in status ``error`` with the state kept,
-    and the next call with the same id resumes.
+    and the next call with the same id resumes. ``brief`` may be None only to resume.
     """
     cfg = config or SynthesisConfig()
     folder = synthesis_folder(run_dir, synthesis_id)
+    if brief is None and not (folder / "checkpoints.sqlite").is_file():
+        raise SynthesisNotFoundError(
+            f"no synthesis {synthesis_id!r} to resume under {folder.parent}"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     team = SynthesisTeam(client, log, cfg, folder / "work", run_dir / "domains", limits)
     started = time.perf_counter()
@@ -119,8 +130,8 @@ async def run_synthesis(
         if not resumed or snapshot.next:
             initial: SynthesisState = {
                 "synthesis_id": synthesis_id,
-                "brief": brief.text,
-                "industry": brief.industry,
+                "brief": brief.text if brief else "",
+                "industry": brief.industry if brief else None,
                 "run_id": run_id,
                 "blueprint": None,
                 "files": {},
@@ -181,6 +192,8 @@ def _result(
     package = run_dir / "domains" / str(domain_id)
     return SynthesisResult(
         synthesis_id=synthesis_id,
+        brief=state.get("brief", ""),
+        industry=state.get("industry"),
         status=status,
         reason=reason,
         domain_id=domain_id,

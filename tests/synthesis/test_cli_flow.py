@@ -1,0 +1,131 @@
+"""``maestro synthesize`` as a console script, and the synthesis flow, against the scripted
+server: a crash and its resumption, rows in the lake, packages the nightly can ingest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from maestro.agents.scripted_server import ScriptedServer, ServerConfig
+from maestro.storage import Lake, LakeSettings
+from tests.synthesis import scripted_team as team
+
+MAESTRO = str(Path(sys.executable).with_name("maestro"))
+BRIEF = "A bike rental shop: customers rent bikes by the day."
+
+
+def env_for(server: ScriptedServer, tmp: Path) -> dict[str, str]:
+    env = {**os.environ, "MAESTRO_LAKE_ROOT": str(tmp / "lake"), "PREFECT_HOME": str(tmp / "pf")}
+    env.pop("PREFECT_API_URL", None)
+    for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
+        env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
+        env[f"MAESTRO_{role}__MAX_RETRIES"] = "0"
+    return env
+
+
+def synthesize(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MAESTRO, "synthesize", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_cli_crash_then_resume_stores_everything(tmp_path: Path) -> None:
+    with ScriptedServer(ServerConfig(mode="script")) as server:
+        env = env_for(server, tmp_path)
+        replies = team.team_replies(review='{"verdict": "fix"}')[:-1]  # review unscripted
+        team.queue(server, "cli1", replies)
+        team.queue_tasks(server, "cli1", 2)
+        out = str(tmp_path / "run")
+        args = ("--out", out, "--tasks", "2", "--refusals", "0", "--json")
+        first = synthesize(env, "--brief", BRIEF, "--industry", "leisure", "--id", "cli1", *args)
+        assert first.returncode == 1, first.stderr[-3000:]
+        crashed = json.loads(first.stdout.strip().splitlines()[-1])
+        assert crashed["status"] == "error" and "stage review crashed" in crashed["reason"]
+
+        team.queue(server, "cli1", [team.OK])
+        second = synthesize(env, "--resume", "cli1", *args)
+        assert second.returncode == 0, second.stderr[-3000:]
+        done = json.loads(second.stdout.strip().splitlines()[-1])
+        assert server.model.leftovers() == {}
+
+    assert done["status"] == "accepted" and done["resumed"] is True
+    assert done["package"] == f"{out}/domains/{team.domain_id('cli1')}"
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    blueprints = lake.read("blueprints").collect()
+    assert blueprints.select("blueprint_id", "status", "domain_id").rows() == [
+        ("cli1", "accepted", team.domain_id("cli1"))
+    ]
+    assert json.loads(blueprints["blueprint_json"][0])["domain_id"] == "bike_rental"
+    events = lake.read("synthesis_events").collect()
+    assert events.filter(pl.col("outcome") == "error")["stage"].to_list() == ["review"]
+    assert events.filter(pl.col("stage") == "review")["outcome"].sort().to_list() == [
+        "error",
+        "ok",
+    ]
+    assert events["tokens"].sum() > 0
+    domains = lake.read("domains").collect()
+    assert domains["domain_id"].to_list() == [team.domain_id("cli1")]
+    assert domains["n_tasks"][0] == 2 and "def cancel_rental" in domains["tools_py"][0]
+    assert lake.read("tasks").collect().height == 2
+
+
+def test_cli_needs_a_brief_or_a_known_synthesis(tmp_path: Path) -> None:
+    with ScriptedServer(ServerConfig(mode="script")) as server:
+        env = env_for(server, tmp_path)
+        neither = synthesize(env, "--out", str(tmp_path))
+        unknown = synthesize(env, "--resume", "nope", "--out", str(tmp_path))
+        short = synthesize(env, "--brief", "shop", "--out", str(tmp_path))
+    assert neither.returncode == 2 and "exactly one of --brief and --resume" in neither.stderr
+    assert unknown.returncode == 2 and "no synthesis 'nope' to resume" in unknown.stderr
+    assert short.returncode == 2 and "at least 10 characters" in short.stderr
+
+
+FLOW = """
+import json, sys
+from maestro.agents.codegen import Brief, SynthesisConfig
+from maestro.flows.synthesis import SynthesisParams, synthesis_flow
+params = SynthesisParams(
+    briefs=[Brief(text=sys.argv[1], industry="leisure")], per_night=1,
+    config=SynthesisConfig(n_tasks=2, refusals=0), runs_dir=sys.argv[2],
+)
+print(json.dumps(synthesis_flow(params, run_id="night1")))
+"""
+
+
+def test_the_flow_synthesizes_tonights_briefs_into_ingestable_packages(tmp_path: Path) -> None:
+    from maestro.agents.codegen import Brief
+    from maestro.flows.synthesis import synthesis_id
+
+    sid = synthesis_id("night1", Brief(text=BRIEF, industry="leisure"))
+    with ScriptedServer(ServerConfig(mode="script")) as server:
+        team.queue(server, sid, team.team_replies())
+        team.queue_tasks(server, sid, 2)
+        proc = subprocess.run(
+            [sys.executable, "-c", FLOW, BRIEF, str(tmp_path / "runs")],
+            env=env_for(server, tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        server.assert_done()
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["funnel"] == {"briefs": 1, "accepted": 1, "rejected": 0, "error": 0}
+    package = tmp_path / "runs" / "night1" / "domains" / team.domain_id(sid)
+    assert summary["packages"] == [str(package)]
+    assert sorted(p.name for p in package.iterdir()) == [
+        "db.json",
+        "domain.json",
+        "models.py",
+        "policy.md",
+        "tasks.jsonl",
+        "tools.py",
+    ]
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    assert lake.read("domains").collect()["run_id"].to_list() == ["night1"]
+    assert lake.read("blueprints").collect()["status"].to_list() == ["accepted"]
