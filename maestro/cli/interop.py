@@ -9,6 +9,9 @@ import typer
 from maestro.cli.domains import load_or_exit
 
 export_app = typer.Typer(help="Write a domain in another harness's format.", no_args_is_help=True)
+annotate_app = typer.Typer(
+    help="Expert labels of judged NL assertions, and judge-expert agreement.", no_args_is_help=True
+)
 
 
 def serve_mcp(
@@ -59,7 +62,71 @@ def export_tau2_cmd(
         typer.echo(f"note: {warning}", err=True)
 
 
+@annotate_app.command("export")
+def annotate_export(
+    out: Path = typer.Option(Path("runs/annotation"), help="Folder for the CSV and HTML page."),
+    n: int = typer.Option(30, "-n", "--items", min=1, help="Assertions to sample."),
+    seed: int = typer.Option(0, help="Sampling seed."),
+    run_id: str | None = typer.Option(None, help="Only episodes scored by this run."),
+) -> None:
+    """Sample judged NL assertions into a CSV and an offline HTML page (verdicts hidden)."""
+    from maestro.flows.annotate import AnnotationError, export_sample
+    from maestro.storage import Lake
+
+    try:
+        sheet = export_sample(Lake(), out, n=n, seed=seed, run_id=run_id)
+    except AnnotationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{sheet.items} assertions in batch {sheet.batch_id}")
+    typer.echo(f"page: {sheet.html_path}")
+    typer.echo(f"csv:  {sheet.csv_path}")
+
+
+@annotate_app.command("import")
+def annotate_import(
+    file: Path = typer.Argument(..., help="A labelled CSV (from the page or the sheet)."),
+    annotator: str = typer.Option(..., help="Who labelled it."),
+    run_id: str = typer.Option("annotation", help="Run id stamped on the rows."),
+) -> None:
+    """Read an annotator's labels into the annotations table (re-importing updates them)."""
+    from maestro.flows.annotate import AnnotationError
+    from maestro.flows.annotations import import_labels
+    from maestro.storage import Lake
+
+    try:
+        result = import_labels(Lake(), file, annotator, run_id)
+    except AnnotationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"{result.labelled} labels by {annotator} ({result.inserted} new, {result.updated} "
+        f"updated); {result.skipped} left blank or unsure"
+    )
+
+
+@annotate_app.command("agreement")
+def annotate_agreement(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples for kappa intervals."),
+) -> None:
+    """Judge-expert agreement (percent, Cohen's kappa), Fleiss' kappa, per domain and overall."""
+    import json
+
+    from maestro.flows.annotate import AnnotationError
+    from maestro.flows.annotations import agreement_report, render_report
+    from maestro.storage import Lake
+
+    try:
+        report = agreement_report(Lake(), resamples=resamples)
+    except AnnotationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(report, indent=2) if as_json else render_report(report))
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     app.command("serve-mcp")(serve_mcp)
     app.add_typer(export_app, name="export")
+    app.add_typer(annotate_app, name="annotate")

@@ -303,13 +303,20 @@ _DEFS = [
         ("annotation_id",),
         [
             _s("annotation_id", False),
+            _s("item_id"),
+            _s("batch_id"),
             _s("episode_id"),
+            _s("domain_id"),
+            _s("task_id"),
+            _i("assertion_index"),
             _s("assertion"),
             _s("annotator"),
             _b("label"),
+            _b("judge_verdict"),
             _s("note"),
         ],
-        "Expert labels of judged NL assertions, for judge agreement.",
+        "Expert labels of judged NL assertions (one row per item and annotator), with the"
+        " judge's verdict at import time, for judge-expert agreement.",
     ),
 ]
 

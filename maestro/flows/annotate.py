@@ -1,0 +1,365 @@
+"""Expert annotation of judged NL assertions, and judge-expert agreement.
+
+* :func:`judged_items` reads every NL assertion the judge gave a verdict on from the lake
+  (``scores`` for the verdicts, ``tasks`` for the assertions, ``episodes`` for transcripts).
+* :func:`write_sheet` writes a sample as a CSV and as one self-contained HTML page (no external
+  assets, works offline) on which an annotator labels each assertion and downloads a CSV. The
+  judge's verdict is in neither: annotators label blind.
+* :mod:`maestro.flows.annotations` reads the labels back into the ``annotations`` table and
+  reports judge-expert agreement.
+
+The scores table keeps an NL criterion's status and its ``details`` ("all assertions met", or
+"not met: " and the failed assertions joined by "; "), so one assertion's verdict is recovered
+by matching that list against the task's assertions. Criteria in ``error`` or ``pending`` have
+no verdict and are never sampled.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import html
+import json
+import random
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from maestro.simulation.trajectory import Message, ToolCall, Trajectory
+from maestro.storage.lake import Lake
+
+SHEET_COLUMNS = (
+    "item_id",
+    "batch_id",
+    "episode_id",
+    "domain_id",
+    "task_id",
+    "assertion_index",
+    "assertion",
+    "transcript",
+    "label",
+    "note",
+)
+
+
+class AnnotationError(Exception):
+    """A labels file or lake content cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class AssertionItem:
+    """One NL assertion of one judged episode."""
+
+    item_id: str
+    episode_id: str
+    domain_id: str
+    task_id: str
+    assertion_index: int
+    assertion: str
+    judge_verdict: bool
+    transcript: str
+
+
+def item_id(episode_id: str, index: int, assertion: str) -> str:
+    """A stable id of an assertion of an episode."""
+    raw = f"{episode_id}\0{index}\0{assertion}".encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def failed_assertions(details: str, assertions: list[str]) -> set[int] | None:
+    """Indexes of the assertions a failed NL criterion's details list; None if they don't parse."""
+    prefix = "not met: "
+    if not details.startswith(prefix):
+        return None
+    rest = details[len(prefix) :]
+
+    def match(pos: int, start: int) -> list[int] | None:
+        if pos == len(rest):
+            return []
+        for i in range(start, len(assertions)):
+            a = assertions[i]
+            end = pos + len(a)
+            if rest.startswith(a, pos) and (end == len(rest) or rest.startswith("; ", end)):
+                tail = match(end + 2 if end < len(rest) else end, i + 1)
+                if tail is not None:
+                    return [i, *tail]
+        return None
+
+    found = match(0, 0)
+    return set(found) if found else None
+
+
+def _verdicts(status: str, details: str, assertions: list[str]) -> list[bool] | None:
+    if status == "pass":
+        return [True] * len(assertions)
+    if status == "fail":
+        failed = failed_assertions(details, assertions)
+        return None if failed is None else [i not in failed for i in range(len(assertions))]
+    return None
+
+
+def _nl_criteria(lake: Lake, run_id: str | None) -> pl.DataFrame:
+    scores = lake.read("scores")
+    if run_id is not None:
+        scores = scores.filter(pl.col("run_id") == run_id)
+    return (
+        scores.select("episode_id", "domain_id", "task_id", "criteria")
+        .explode("criteria")
+        .with_columns(
+            pl.col("criteria").struct.field("criterion").alias("criterion"),
+            pl.col("criteria").struct.field("status").alias("status"),
+            pl.col("criteria").struct.field("details").alias("details"),
+        )
+        .filter((pl.col("criterion") == "NL_ASSERTION") & pl.col("status").is_in(["pass", "fail"]))
+        .select("episode_id", "domain_id", "task_id", "status", "details")
+        .collect()
+    )
+
+
+def _assertions_by_task(lake: Lake) -> dict[tuple[str, str], list[str]]:
+    tasks = (
+        lake.read("tasks").sort("written_at").select("domain_id", "task_id", "task_json").collect()
+    )
+    out: dict[tuple[str, str], list[str]] = {}
+    for row in tasks.iter_rows(named=True):
+        task = json.loads(row["task_json"])
+        out[(row["domain_id"], row["task_id"])] = list(
+            task.get("evaluation_criteria", {}).get("nl_assertions", [])
+        )
+    return out
+
+
+def judged_items(
+    lake: Lake, *, run_id: str | None = None, episode_ids: set[str] | None = None
+) -> list[AssertionItem]:
+    """Every NL assertion with a judge's verdict in the lake (transcripts left empty)."""
+    nl = _nl_criteria(lake, run_id)
+    if episode_ids is not None:
+        nl = nl.filter(pl.col("episode_id").is_in(sorted(episode_ids)))
+    assertions = _assertions_by_task(lake)
+    items = []
+    for row in nl.iter_rows(named=True):
+        texts = assertions.get((row["domain_id"], row["task_id"]))
+        if not texts:
+            continue
+        verdicts = _verdicts(row["status"], row["details"] or "", texts)
+        if verdicts is None:
+            continue
+        for i, (text, verdict) in enumerate(zip(texts, verdicts, strict=True)):
+            items.append(
+                AssertionItem(
+                    item_id(row["episode_id"], i, text),
+                    row["episode_id"],
+                    row["domain_id"],
+                    row["task_id"],
+                    i,
+                    text,
+                    verdict,
+                    "",
+                )
+            )
+    return sorted(items, key=lambda it: it.item_id)
+
+
+def sample_items(items: list[AssertionItem], n: int, seed: int = 0) -> list[AssertionItem]:
+    """Up to n items, spread evenly over domains (round robin over seeded shuffles)."""
+    rng = random.Random(seed)
+    by_domain: dict[str, list[AssertionItem]] = defaultdict(list)
+    for it in items:
+        by_domain[it.domain_id].append(it)
+    queues = []
+    for domain in sorted(by_domain):
+        group = by_domain[domain]
+        rng.shuffle(group)
+        queues.append(group)
+    out: list[AssertionItem] = []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop())
+    return out
+
+
+def transcripts(lake: Lake, episode_ids: set[str]) -> dict[str, str]:
+    """Plain-text transcripts of the episodes, as the judge saw them."""
+    episodes = (
+        lake.read("episodes")
+        .filter(pl.col("episode_id").is_in(sorted(episode_ids)))
+        .select("episode_id", "domain_id", "task_id", "messages")
+        .collect()
+    )
+    out = {}
+    for row in episodes.iter_rows(named=True):
+        messages = [_message(m) for m in row["messages"] or []]
+        traj = Trajectory(domain_id=row["domain_id"], task_id=row["task_id"], messages=messages)
+        out[row["episode_id"]] = traj.transcript()
+    return out
+
+
+def _message(m: dict[str, Any]) -> Message:
+    calls = []
+    for c in m.get("tool_calls") or []:
+        try:
+            args: dict[str, Any] | str = json.loads(c["arguments"] or "{}")
+        except json.JSONDecodeError:
+            args = c["arguments"]
+        calls.append(ToolCall(id=c["id"] or "", name=c["name"] or "", arguments=args))
+    return Message(
+        role=m["role"],
+        content=m.get("content"),
+        tool_calls=calls,
+        tool_call_id=m.get("tool_call_id"),
+        name=m.get("name"),
+        status=m.get("status"),
+    )
+
+
+def with_transcripts(lake: Lake, items: list[AssertionItem]) -> list[AssertionItem]:
+    """The items with their episodes' transcripts filled in."""
+    texts = transcripts(lake, {it.episode_id for it in items})
+    missing = sorted({it.episode_id for it in items} - set(texts))
+    if missing:
+        raise AnnotationError(
+            f"episodes table has no episode {missing[0]!r} (scored but not stored)"
+        )
+    return [AssertionItem(**{**asdict(it), "transcript": texts[it.episode_id]}) for it in items]
+
+
+# ----- the annotation sheet ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotationSheet:
+    batch_id: str
+    csv_path: Path
+    html_path: Path
+    items: int
+
+
+def batch_id_of(items: list[AssertionItem]) -> str:
+    """A batch id derived from the items, so re-exporting the same sample gives the same id."""
+    digest = hashlib.sha256("\n".join(it.item_id for it in items).encode()).hexdigest()
+    return f"batch-{digest[:10]}"
+
+
+def write_sheet(
+    items: list[AssertionItem], out_dir: Path, batch_id: str | None = None
+) -> AnnotationSheet:
+    """Write ``<batch>.csv`` and ``<batch>.html`` (labels blank, judge's verdicts left out)."""
+    if not items:
+        raise AnnotationError("no judged NL assertions to annotate (nothing sampled)")
+    batch = batch_id or batch_id_of(items)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {
+            "item_id": it.item_id,
+            "batch_id": batch,
+            "episode_id": it.episode_id,
+            "domain_id": it.domain_id,
+            "task_id": it.task_id,
+            "assertion_index": it.assertion_index,
+            "assertion": it.assertion,
+            "transcript": it.transcript,
+            "label": "",
+            "note": "",
+        }
+        for it in items
+    ]
+    csv_path = out_dir / f"{batch}.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    html_path = out_dir / f"{batch}.html"
+    payload = json.dumps(
+        {"batch": batch, "columns": SHEET_COLUMNS, "items": rows}, ensure_ascii=False
+    )
+    # "</" inside a <script> block would end it early; JSON allows "<\/" for the same text.
+    page = PAGE.replace("__DATA__", payload.replace("</", "<\\/")).replace(
+        "__TITLE__", html.escape(f"maestro annotation {batch}")
+    )
+    html_path.write_text(page, encoding="utf-8")
+    return AnnotationSheet(batch, csv_path, html_path, len(items))
+
+
+def export_sample(
+    lake: Lake, out_dir: Path, *, n: int = 30, seed: int = 0, run_id: str | None = None
+) -> AnnotationSheet:
+    """Sample judged assertions from the lake and write the annotation sheet."""
+    items = sample_items(judged_items(lake, run_id=run_id), n, seed)
+    return write_sheet(with_transcripts(lake, items), out_dir)
+
+
+# The annotator's page: one file, no external assets; labels autosave in the browser and are
+# downloaded as a CSV that `maestro annotate import` reads.
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
+<style>
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:980px;padding:1em;color:#222}
+header{position:sticky;top:0;background:#fff;border-bottom:1px solid #ccc;padding:.5em 0;z-index:1}
+.item{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:.8em}
+.item.done{border-color:#3a7}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto;font-size:13px}
+.assertion{font-weight:600;background:#fff7d6;padding:.4em;border-radius:4px}
+label{margin-right:1.2em}input[type=text]{width:60%}
+</style></head><body>
+<header><b>__TITLE__</b> &middot; annotator <input id="who" placeholder="your name">
+&middot; <span id="progress"></span> &middot; <button id="download">Download labels CSV</button>
+<p>For each item, read the whole conversation (tool calls and results included) and decide
+whether the assertion holds. Labels are saved in this browser as you go.</p></header>
+<main id="items"></main>
+<script type="application/json" id="data">__DATA__</script>
+<script>
+const data = JSON.parse(document.getElementById('data').textContent);
+const key = 'maestro-annotation-' + data.batch;
+const saved = JSON.parse(localStorage.getItem(key) || '{}');
+const state = saved.labels || {};
+const who = document.getElementById('who');
+who.value = saved.who || '';
+function save() { localStorage.setItem(key, JSON.stringify({who: who.value, labels: state})); progress(); }
+function progress() {
+  const n = data.items.filter(it => (state[it.item_id] || {}).label).length;
+  document.getElementById('progress').textContent = n + ' / ' + data.items.length + ' labelled';
+}
+const main = document.getElementById('items');
+data.items.forEach((it, i) => {
+  const s = state[it.item_id] = state[it.item_id] || {label: '', note: ''};
+  const div = document.createElement('div');
+  div.className = 'item' + (s.label ? ' done' : '');
+  const h = document.createElement('div');
+  h.textContent = '#' + (i + 1) + ' ' + it.domain_id + ' / ' + it.task_id + ' / assertion ' + it.assertion_index;
+  const pre = document.createElement('pre'); pre.textContent = it.transcript;
+  const a = document.createElement('p'); a.className = 'assertion'; a.textContent = it.assertion;
+  div.append(h, pre, a);
+  [['met', 'met'], ['not_met', 'not met'], ['', 'unsure']].forEach(([value, text]) => {
+    const l = document.createElement('label'); const r = document.createElement('input');
+    r.type = 'radio'; r.name = 'l' + i; r.value = value; r.checked = s.label === value && value !== '';
+    r.onchange = () => { s.label = value; div.className = 'item' + (value ? ' done' : ''); save(); };
+    l.append(r, ' ' + text); div.append(l);
+  });
+  const note = document.createElement('input'); note.type = 'text'; note.placeholder = 'note (optional)';
+  note.value = s.note; note.oninput = () => { s.note = note.value; save(); };
+  div.append(note); main.append(div);
+});
+who.oninput = save;
+function cell(v) { return '"' + String(v === undefined || v === null ? '' : v).replace(/"/g, '""') + '"'; }
+document.getElementById('download').onclick = () => {
+  const cols = ['item_id','batch_id','episode_id','domain_id','task_id','assertion_index','assertion','label','note','annotator'];
+  const lines = [cols.join(',')];
+  data.items.forEach(it => {
+    const s = state[it.item_id] || {};
+    const row = Object.assign({}, it, {label: s.label || '', note: s.note || '', annotator: who.value});
+    lines.push(cols.map(c => cell(row[c])).join(','));
+  });
+  const blob = new Blob([lines.join('\\r\\n') + '\\r\\n'], {type: 'text/csv'});
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(blob);
+  link.download = data.batch + '-' + (who.value || 'annotator') + '.csv';
+  link.click();
+};
+progress();
+</script></body></html>
+"""
