@@ -152,3 +152,40 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     assert json.loads(
         (tmp_path / "synthesis" / "crash" / "work" / "package" / "db.json").read_text()
     )
+
+
+def test_a_bad_blueprint_and_a_reviewers_finding_go_back_to_their_stages(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    bad = json.loads(json.dumps(team.BLUEPRINT))
+    bad["entities"][1]["fields"]["customer_id"] = "ref:clients"
+    finding = json.dumps(
+        {"verdict": "fix", "stage": "policy", "tool": "", "problem": "rule 2 is missing"}
+    )
+    replies = team.team_replies(review=finding)
+    team.queue(server, "loop", [json.dumps(bad), *replies, team.POLICY, team.OK])
+    team.queue_tasks(server, "loop", 2)
+    team.queue_tasks(server, "loop", 2)  # the tasks are made again after the policy changed
+
+    result = synthesize(server, tmp_path, "loop")
+
+    assert result.status == "accepted", result.reason
+    server.assert_done()
+    assert [(s, a) for s, a, o in stages(result) if o == "failed"] == [
+        ("blueprint", 1),
+        ("review", 1),
+    ]
+    assert [s for s, _, _ in stages(result)][-5:] == [
+        "review",
+        "policy",
+        "tasks",
+        "review",
+        "finalize",
+    ]
+    prompts = [body["messages"][-1]["content"] for _, _, body in server.model.requests]
+    assert (
+        "rejected: entities.1: Value error, Rental.customer_id refers to unknown table"
+        in (prompts[1])
+        or "Rental.customer_id refers to unknown table 'clients'" in prompts[1]
+    )
+    assert any("the reviewer found: rule 2 is missing" in p for p in prompts)
