@@ -184,8 +184,7 @@ def test_a_bad_blueprint_and_a_reviewers_finding_go_back_to_their_stages(
     ]
     prompts = [body["messages"][-1]["content"] for _, _, body in server.model.requests]
     assert (
-        "rejected: entities.1: Value error, Rental.customer_id refers to unknown table"
-        in (prompts[1])
-        or "Rental.customer_id refers to unknown table 'clients'" in prompts[1]
+        "Your previous answer was rejected: Rental.customer_id refers to unknown table 'clients'"
+        in prompts[1]
     )
     assert any("the reviewer found: rule 2 is missing" in p for p in prompts)
