@@ -188,3 +188,23 @@ def test_a_bad_blueprint_and_a_reviewers_finding_go_back_to_their_stages(
         in prompts[1]
     )
     assert any("the reviewer found: rule 2 is missing" in p for p in prompts)
+
+
+def test_a_synthesis_past_its_deadline_stops_as_a_resumable_crash(tmp_path: Path) -> None:
+    with ScriptedServer(ServerConfig(mode="script", latency_s=2.0)) as slow:
+        team.queue(slow, "late", team.team_replies()[:1])
+
+        async def go() -> SynthesisResult:
+            log = CallLog()
+            async with Endpoints(log) as endpoints:
+                client = endpoints.client("codegen", role_settings(), slow.base_url)
+                config = CONFIG.model_copy(update={"deadline_s": 0.5})
+                return await run_synthesis(
+                    BRIEF, client, log, run_dir=tmp_path, synthesis_id="late", config=config
+                )
+
+        result = asyncio.run(go())
+    assert result.status == "error"
+    assert result.reason == (
+        "stage blueprint crashed: TimeoutError: the synthesis ran past its deadline of 0.5 s"
+    )

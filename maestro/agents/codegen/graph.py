@@ -13,6 +13,7 @@ after the last finished node without repeating its LLM calls.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -147,7 +148,11 @@ async def run_synthesis(
             }
             calls_before = len(log.calls)
             try:
-                await graph.ainvoke(None if resumed else initial, thread, durability="sync")
+                async with asyncio.timeout(cfg.deadline_s):
+                    await graph.ainvoke(None if resumed else initial, thread, durability="sync")
+            except TimeoutError:
+                late = TimeoutError(f"the synthesis ran past its deadline of {cfg.deadline_s:g} s")
+                crash = await _crash_event(graph, thread, synthesis_id, late, log, calls_before)
             except Exception as exc:  # a crash is stored and resumable, not lost
                 crash = await _crash_event(graph, thread, synthesis_id, exc, log, calls_before)
         final = (await graph.aget_state(thread)).values

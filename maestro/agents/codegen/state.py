@@ -32,6 +32,8 @@ class SynthesisConfig(BaseModel):
     min_tasks: int = Field(1, ge=1)
     seed: int = 0
     review: bool = True
+    #: Deadline of one run of the graph; past it the synthesis stops as a crash (resumable).
+    deadline_s: float = Field(7200.0, gt=0)
 
 
 class SynthesisEvent(BaseModel):
