@@ -10,22 +10,29 @@ sends; the reply carries the outcome and the writes the call made.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import resource
 import sys
 import threading
 import traceback
+import types
+import typing
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from pydantic import create_model
+
 from maestro.domains import loader, store, watchdog
 from maestro.domains.errors import Problem
-from maestro.domains.runtime import Toolkit, ToolOutcome
+from maestro.domains.runtime import Toolkit, ToolOutcome, spec_from_function, tool_functions
 from maestro.domains.sandbox.protocol import read_blocking, write_blocking
+from maestro.domains.sandbox.static import STDLIB_ALLOWED
 from maestro.domains.store import Session, State, TableSpec
 
 CLONE_NEWNET = 0x40000000
@@ -46,14 +53,24 @@ class SandboxViolation(BaseException):
 class _Runtime:
     """What the child serves: the toolkit, the base state, and one mirror per host session."""
 
-    def __init__(self, toolkit: Toolkit, state: State, clock: datetime | None) -> None:
+    def __init__(
+        self,
+        toolkit: Toolkit,
+        state: State,
+        clock: datetime | None,
+        package: str,
+        code: CodeType,
+    ) -> None:
         self.toolkit = toolkit
+        self.package = package
+        self.code = code
         self.state = state
         self.clock = clock
         self.mirrors: OrderedDict[int, Session] = OrderedDict()
         self.violations: list[str] = []
         self.memory_mb = 0
         self.schemas: list[dict[str, Any]] = []
+        self.threads = 0
 
 
 def main(argv: list[str]) -> int:
@@ -64,21 +81,26 @@ def main(argv: list[str]) -> int:
         return 2
     network = _leave_network()
     problems: list[Problem] = []
-    runtime = _load(init, problems)
+    runtime = _load_trusted(init, problems)
     if runtime is None:
-        write_blocking(
-            out_fd, {"ok": False, "problems": [[p.file, p.location, p.message] for p in problems]}
-        )
-        return 1
+        return _refuse_start(out_fd, problems)
     limits = init["limits"]
     runtime.memory_mb = int(limits["memory_mb"])
-    _warm_up(runtime)
+    _warm_up()
     # From here on untrusted code may run: nothing it prints reaches the host's terminal.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     _lower_limits(limits)
-    _install_audit_hook(runtime.violations)
+    serve = _install_audit_hook(runtime.violations, [init["root"], *sys.path])
+    toolkit = _load_tools(init, runtime, problems)
+    if toolkit is None or runtime.violations:
+        problems += [Problem("tools.py", "loading", v) for v in runtime.violations]
+        return _refuse_start(out_fd, problems)
+    runtime.toolkit = toolkit
+    _warm_up_toolkit(runtime)
+    serve()
+    runtime.threads = _thread_count()
     write_blocking(
         out_fd,
         {
@@ -96,6 +118,12 @@ def main(argv: list[str]) -> int:
         write_blocking(out_fd, _serve(runtime, request))
 
 
+def _refuse_start(out_fd: int, problems: list[Problem]) -> int:
+    found = [[p.file, p.location, p.message] for p in problems]
+    write_blocking(out_fd, {"ok": False, "problems": found})
+    return 1
+
+
 # ----- before untrusted code ---------------------------------------------------------------------
 
 
@@ -110,39 +138,38 @@ def _leave_network() -> str:
         return f"unavailable: {exc}"
 
 
-def _load(init: dict[str, Any], problems: list[Problem]) -> _Runtime | None:
+def _load_trusted(init: dict[str, Any], problems: list[Problem]) -> _Runtime | None:
+    """models.py (declarations only, checked), the base state, and tools.py compiled."""
     root = Path(init["root"])
+    for module in sorted(STDLIB_ALLOWED):  # tools.py's imports find them loaded: no import event
+        importlib.import_module(module)
     try:
-        # The loader's own steps, so the child's tools are exactly the in-process ones.
         package = loader._make_package(root, init["domain_id"])
         specs = loader._load_models(root, package, problems)
-        toolkit = loader._load_tools(root, package, problems)
-        if specs is None or toolkit is None:
+        if specs is None:
             return None
-        tables = {
-            name: {key: dict(rec) for key, rec in rows.items()}
-            for name, rows in init["tables"].items()
-        }
+        tables = {name: dict(rows) for name, rows in init["tables"].items()}
         state = State(tables, {n: TableSpec(n, s.model, s.key_field) for n, s in specs.items()})
+        path = root / "tools.py"
+        code = compile(path.read_text(encoding="utf-8"), str(path), "exec")
+    except SyntaxError as exc:
+        problems.append(Problem("tools.py", f"line {exc.lineno}", f"syntax error: {exc.msg}"))
+        return None
     except Exception as exc:
         problems.append(Problem("tools.py", "", f"sandbox load failed: {exc!r}"))
         return None
     clock = datetime.fromisoformat(init["clock"]) if init.get("clock") else None
-    return _Runtime(toolkit, state, clock)
+    return _Runtime(Toolkit([]), state, clock, package, code)
 
 
-def _warm_up(runtime: _Runtime) -> None:
+def _warm_up() -> None:
     """Run the trusted paths once, so lazy imports and caches happen before the hook."""
-    session = runtime.state.session(clock=runtime.clock)
-    name = runtime.toolkit.names[0]
-    runtime.toolkit.call(session, name, "{not json")
-    runtime.toolkit.call(session, name, {"__no_such_argument__": 1})
-    runtime.state.state_hash()
-    runtime.schemas = runtime.toolkit.schemas()
+    probe = create_model("probe", day=(date, ...), n=(int, 0))
+    probe.model_json_schema()
+    probe.model_validate_json('{"day": "2026-01-01"}')
     token = watchdog.default_watchdog().arm(3600.0)  # starts the watchdog thread now
     watchdog.default_watchdog().disarm(token)
     watchdog._set_async_exc(0, None)  # resolves the C symbol now; thread 0 does not exist
-    threading.current_thread()
     _cpu_used()
 
 
@@ -158,18 +185,85 @@ def _lower_limits(limits: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
-def _install_audit_hook(violations: list[str]) -> None:
-    """Refuse every audited operation but a few harmless ones (deny by default)."""
-    trusted_ctypes: CodeType = watchdog._set_async_exc.__code__
+# ----- untrusted code, under the hook ------------------------------------------------------------
+
+
+def _load_tools(init: dict[str, Any], runtime: _Runtime, problems: list[Problem]) -> Toolkit | None:
+    """Run tools.py's module code and collect its tools (in the hook's load phase)."""
+    name = f"{runtime.package}.tools"
+    module = types.ModuleType(name)
+    module.__file__ = str(Path(init["root"]) / "tools.py")
+    module.__package__ = runtime.package
+    sys.modules[name] = module
+    try:
+        _exec_tools(runtime.code, module)
+        specs = [spec_from_function(fn) for fn in tool_functions(module)]
+        return Toolkit(specs)
+    except SandboxViolation:
+        return None
+    except Exception as exc:
+        problems.append(Problem("tools.py", "", f"import failed: {type(exc).__name__}: {exc}"))
+        return None
+
+
+def _exec_tools(code: CodeType, module: types.ModuleType) -> None:
+    exec(code, module.__dict__)
+
+
+def _warm_up_toolkit(runtime: _Runtime) -> None:
+    session = runtime.state.session(clock=runtime.clock)
+    name = runtime.toolkit.names[0]
+    runtime.toolkit.call(session, name, "{not json")
+    runtime.toolkit.call(session, name, {"no_such_argument": 1})
+    runtime.schemas = runtime.toolkit.schemas()
+    runtime.state.state_hash()
+
+
+#: While tools.py loads, these kinds of operation are refused (everything else is allowed, so
+#: imports, pydantic and typing work); once it has loaded, everything is refused but a few.
+_LOAD_REFUSED = (
+    "_thread.", "ctypes.", "ftplib.", "gc.", "http.", "imaplib.", "mmap.", "os.", "pickle.",
+    "poplib.", "pty.", "resource.", "shutil.", "signal.", "smtplib.", "socket.", "sqlite3.",
+    "subprocess.", "sys.addaudithook", "sys.settrace", "sys.setprofile", "telnetlib.",
+    "urllib.", "webbrowser.", "winreg.",
+)  # fmt: skip
+_LOAD_ALLOWED_OS = frozenset({"os.listdir", "os.scandir"})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _install_audit_hook(violations: list[str], read_roots: list[str]) -> Callable[[], None]:
+    """Install the hook in its load phase; returns the function that moves it to serving."""
+    trusted: dict[str, frozenset[CodeType]] = {
+        # The watchdog interrupts a tool past its deadline through ctypes; nothing else may.
+        "ctypes.call_function": frozenset({watchdog._set_async_exc.__code__}),
+        # typing evaluates string annotations (``from __future__ import annotations``).
+        "compile": frozenset({typing.ForwardRef.__init__.__code__}),
+        "exec": frozenset({typing.ForwardRef._evaluate.__code__, _exec_tools.__code__}),
+        # Counting the process's threads after each call.
+        "os.listdir": frozenset({_thread_count.__code__}),
+    }
+    roots = tuple(os.path.realpath(r) + os.sep for r in read_roots if r)
+    loading = [True]
     inside = threading.local()
 
+    def allowed(event: str, args: tuple[Any, ...]) -> bool:
+        if event in ALLOWED_EVENTS:
+            return True
+        codes = trusted.get(event)
+        if codes is not None and sys._getframe(2).f_code in codes:
+            return True
+        if not loading[0]:
+            return False
+        if event == "open":
+            return _readonly_under(args, roots)
+        return event in _LOAD_ALLOWED_OS or not event.startswith(_LOAD_REFUSED)
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event in ALLOWED_EVENTS or getattr(inside, "active", False):
-            return
+        if getattr(inside, "active", False):
+            return  # sys._getframe inside the hook raises its own event
         inside.active = True
         try:
-            # The watchdog interrupts a tool past its deadline through ctypes; nothing else may.
-            if event == "ctypes.call_function" and sys._getframe(1).f_code is trusted_ctypes:
+            if allowed(event, args):
                 return
         finally:
             inside.active = False
@@ -177,7 +271,29 @@ def _install_audit_hook(violations: list[str]) -> None:
         violations.append(message)
         raise SandboxViolation(message)
 
+    def serve() -> None:
+        loading[0] = False
+
     sys.addaudithook(hook)
+    return serve
+
+
+def _thread_count() -> int:
+    """Threads of this process, as the kernel sees them (raw ``_thread`` ones included)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def _readonly_under(args: tuple[Any, ...], roots: tuple[str, ...]) -> bool:
+    path, mode, flags = (*args, None, None, 0)[:3]
+    if not isinstance(path, str):
+        return False
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return False
+    if isinstance(flags, int) and flags & _WRITE_FLAGS:
+        return False
+    return (os.path.realpath(path) + os.sep).startswith(roots) or os.path.realpath(path).startswith(
+        roots
+    )
 
 
 def _describe(event: str, args: tuple[Any, ...]) -> str:
@@ -218,6 +334,9 @@ def _serve(runtime: _Runtime, request: dict[str, Any]) -> dict[str, Any]:
         outcome = None
     except BaseException as exc:  # MemoryError or worse outside the tool's own try
         return {"failure": f"{type(exc).__name__}: {exc}"[:500], "cpu_s": _cpu_used()}
+    started = _thread_count() - runtime.threads
+    if started > 0:
+        runtime.violations.append(f"the sandbox refused the {started} thread(s) the call started")
     if runtime.violations:
         # The tool may have caught the refusal; its writes are dropped all the same.
         return {"violation": runtime.violations[0], "cpu_s": _cpu_used()}

@@ -25,7 +25,7 @@ STDERR_TAIL_BYTES = 4000
 
 
 class ChildFailure(Exception):
-    """The child did not answer a request: ``kind`` is "timeout", "crash" or "protocol"."""
+    """The child did not answer: ``kind`` is "timeout", "crash", "limit", "protocol" or "start"."""
 
     def __init__(self, kind: str, reason: str) -> None:
         super().__init__(reason)
@@ -140,7 +140,7 @@ class SandboxProcess:
             return ChildFailure("protocol", f"the sandbox child broke the protocol: {exc.reason}")
         code = self._wait_exit()
         self.kill()
-        return ChildFailure("crash", _exit_reason(code, self.limits))
+        return ChildFailure(*_exit_reason(code, self.limits))
 
     def _wait_exit(self) -> int | None:
         assert self._proc is not None
@@ -191,19 +191,20 @@ class SandboxProcess:
             self._proc.stderr = None
 
 
-def _exit_reason(code: int | None, limits: SandboxLimits) -> str:
+def _exit_reason(code: int | None, limits: SandboxLimits) -> tuple[str, str]:
+    """(kind, reason) for a child that exited: "limit" when a resource limit killed it."""
     if code is None:
-        return "the sandbox child stopped answering"
+        return "crash", "the sandbox child stopped answering"
     if code >= 0:
-        return f"the sandbox child exited with status {code}"
+        return "crash", f"the sandbox child exited with status {code}"
     try:
         sig = signal.Signals(-code)
     except ValueError:
-        return f"the sandbox child died of signal {-code}"
-    known = {
-        signal.SIGXCPU: f"the call used more than its {limits.cpu_s:g} s of CPU (RLIMIT_CPU)",
-        signal.SIGXFSZ: "the call tried to write a file (RLIMIT_FSIZE is 0)",
-        signal.SIGSEGV: "the sandbox child crashed (segmentation fault)",
-        signal.SIGKILL: "the sandbox child was killed (SIGKILL)",
-    }
-    return known.get(sig, f"the sandbox child died of {sig.name}")
+        return "crash", f"the sandbox child died of signal {-code}"
+    if sig == signal.SIGXCPU:
+        return "limit", f"the call used more than its {limits.cpu_s:g} s of CPU (RLIMIT_CPU)"
+    if sig == signal.SIGXFSZ:
+        return "limit", "the call tried to write a file (RLIMIT_FSIZE is 0)"
+    if sig == signal.SIGSEGV:
+        return "crash", "the sandbox child crashed (segmentation fault)"
+    return "crash", f"the sandbox child died of {sig.name}"

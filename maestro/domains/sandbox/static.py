@@ -117,7 +117,7 @@ def check_tools_source(source: str, filename: str = "tools.py") -> list[Problem]
         return problems
     checker = _Checker(filename, models_file=False)
     checker.visit(tree)
-    return problems + checker.problems
+    return problems + _in_order(checker.problems)
 
 
 def check_models_source(source: str, filename: str = "models.py") -> list[Problem]:
@@ -135,9 +135,7 @@ def check_models_source(source: str, filename: str = "models.py") -> list[Proble
         return problems
     checker = _Checker(filename, models_file=True)
     checker.visit(tree)
-    problems += checker.problems
-    problems += _declarations_only(tree, filename)
-    return problems
+    return problems + _in_order(checker.problems + _declarations_only(tree, filename))
 
 
 # ----- parsing ----------------------------------------------------------------------------------
@@ -154,6 +152,16 @@ def _parse(source: str, filename: str) -> tuple[ast.Module | None, list[Problem]
         return None, [Problem(filename, where, f"syntax error: {exc.msg}")]
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return None, [Problem(filename, "", f"cannot be parsed: {type(exc).__name__}: {exc}")]
+
+
+def _in_order(problems: list[Problem]) -> list[Problem]:
+    """Problems by position in the file, as an editor lists them."""
+
+    def position(p: Problem) -> tuple[int, int]:
+        parts = p.location.split()
+        return (int(parts[1]), int(parts[3])) if len(parts) == 4 else (0, 0)
+
+    return sorted(problems, key=position)
 
 
 def where(node: ast.AST) -> str:
@@ -478,7 +486,8 @@ def _string_annotation_problem(text: str) -> str | None:
         expr = ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return f"string annotation {text!r} is not a type"
-    return type_expression_problem(expr)
+    why = type_expression_problem(expr)
+    return f"string annotation {text!r}: {why}" if why else None
 
 
 def _name_of(node: ast.Name | ast.Attribute) -> str:
