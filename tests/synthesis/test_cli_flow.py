@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -129,3 +131,43 @@ def test_the_flow_synthesizes_tonights_briefs_into_ingestable_packages(tmp_path:
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     assert lake.read("domains").collect()["run_id"].to_list() == ["night1"]
     assert lake.read("blueprints").collect()["status"].to_list() == ["accepted"]
+
+
+def _finished_data(checkpoints: Path, sid: str) -> bool:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if not checkpoints.is_file():
+        return False
+    with SqliteSaver.from_conn_string(str(checkpoints)) as saver:
+        found = saver.get_tuple({"configurable": {"thread_id": sid}})
+    return found is not None and "db.json" in found.checkpoint["channel_values"].get("files", {})
+
+
+def test_a_killed_synthesis_resumes_without_redoing_finished_stages(tmp_path: Path) -> None:
+    with ScriptedServer(ServerConfig(mode="script", latency_s=1.5)) as server:
+        env = env_for(server, tmp_path)
+        team.queue(server, "kill", team.team_replies())
+        team.queue_tasks(server, "kill", 2)
+        out = tmp_path / "run"
+        args = ("--out", str(out), "--tasks", "2", "--refusals", "0", "--no-lake", "--json")
+        proc = subprocess.Popen(
+            [MAESTRO, "synthesize", "--brief", BRIEF, "--id", "kill", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        checkpoints = out / "synthesis" / "kill" / "checkpoints.sqlite"
+        deadline = time.monotonic() + 120
+        while not _finished_data(checkpoints, "kill") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)  # while the first tool's request waits on the server
+        proc.wait(timeout=30)
+        assert server.model.stats.calls["codegen"] == 2
+
+        resumed = synthesize(env, "--resume", "kill", *args)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        server.assert_done()
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert result["status"] == "accepted" and result["resumed"] is True
+    assert [s["stage"] for s in result["stages"]][:2] == ["blueprint", "data"]
+    assert server.model.stats.calls["codegen"] == 9  # nothing asked twice
