@@ -119,30 +119,54 @@ def _nl_criteria(lake: Lake, run_id: str | None) -> pl.DataFrame:
     )
 
 
-def _assertions_by_task(lake: Lake) -> dict[tuple[str, str], list[str]]:
+def _assertions_by_task(lake: Lake) -> dict[tuple[str, str, str | None], list[str]]:
+    """Each task's NL assertions by (domain, version, task), and by (domain, None, task) for the
+    latest version written."""
     tasks = (
-        lake.read("tasks").sort("written_at").select("domain_id", "task_id", "task_json").collect()
+        lake.read("tasks")
+        .sort("written_at")
+        .select("domain_id", "domain_version", "task_id", "task_json")
+        .collect()
     )
-    out: dict[tuple[str, str], list[str]] = {}
+    out: dict[tuple[str, str, str | None], list[str]] = {}
     for row in tasks.iter_rows(named=True):
         task = json.loads(row["task_json"])
-        out[(row["domain_id"], row["task_id"])] = list(
-            task.get("evaluation_criteria", {}).get("nl_assertions", [])
-        )
+        texts = list(task.get("evaluation_criteria", {}).get("nl_assertions", []))
+        out[(row["domain_id"], row["task_id"], row["domain_version"])] = texts
+        out[(row["domain_id"], row["task_id"], None)] = texts
     return out
+
+
+def _versions(lake: Lake, episode_ids: list[str]) -> dict[str, str | None]:
+    """The domain version each episode ran on (scores do not carry it; episodes do)."""
+    frame = (
+        lake.read("episodes")
+        .filter(pl.col("episode_id").is_in(episode_ids))
+        .select("episode_id", "domain_version")
+        .collect()
+    )
+    return dict(zip(frame["episode_id"], frame["domain_version"], strict=True))
 
 
 def judged_items(
     lake: Lake, *, run_id: str | None = None, episode_ids: set[str] | None = None
 ) -> list[AssertionItem]:
-    """Every NL assertion with a judge's verdict in the lake (transcripts left empty)."""
+    """Every NL assertion with a judge's verdict in the lake (transcripts left empty).
+
+    Assertions come from the task at the domain version the episode ran on, so a later version
+    that rewords them does not relabel old verdicts.
+    """
     nl = _nl_criteria(lake, run_id)
     if episode_ids is not None:
         nl = nl.filter(pl.col("episode_id").is_in(sorted(episode_ids)))
     assertions = _assertions_by_task(lake)
+    versions = _versions(lake, nl["episode_id"].to_list())
     items = []
     for row in nl.iter_rows(named=True):
-        texts = assertions.get((row["domain_id"], row["task_id"]))
+        version = versions.get(row["episode_id"])
+        texts = assertions.get((row["domain_id"], row["task_id"], version))
+        if texts is None and version is None:
+            texts = assertions.get((row["domain_id"], row["task_id"], None))
         if not texts:
             continue
         verdicts = _verdicts(row["status"], row["details"] or "", texts)

@@ -203,3 +203,15 @@ def test_cli_export_import_agreement(hotel: Domain, tmp_path: Path) -> None:
     assert json.loads(report.stdout)["overall"]["items"] == 4
     bad = run("annotate", "import", str(tmp_path / "nope.csv"), "--annotator", "me")
     assert bad.returncode == 1 and "nope.csv: cannot read" in bad.stderr
+
+
+def test_assertions_come_from_the_version_the_episode_ran_on(hotel: Domain, tmp_path: Path) -> None:
+    lake = Lake(LakeSettings(root=str(tmp_path)))
+    seed_lake(lake, hotel, ["hotel_001"])
+    before = judged_items(lake)
+    row = task_row(hotel, hotel.task("hotel_001"))
+    task = json.loads(row["task_json"])
+    task["evaluation_criteria"]["nl_assertions"] = ["Reworded in a later version."]
+    lake.write("tasks", [{**row, "domain_version": "9.9.9", "task_json": json.dumps(task)}], "r2")
+    after = judged_items(lake)
+    assert after == before and "Reworded" not in after[0].assertion
