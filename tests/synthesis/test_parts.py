@@ -166,3 +166,10 @@ def test_briefs_rotate_by_night_and_ids_are_stable() -> None:
     assert by_date == select_briefs(params, today=date(2026, 11, 29))
     brief = params.briefs[0]
     assert synthesis_id("n1", brief) == synthesis_id("n1", brief) != synthesis_id("n2", brief)
+
+
+def test_a_blueprint_that_copies_the_prompts_example_is_caught() -> None:
+    from maestro.agents.codegen.prompts import BLUEPRINT_EXAMPLE, copies_example
+
+    assert copies_example(parse_blueprint(copy.deepcopy(BLUEPRINT_EXAMPLE)))
+    assert not copies_example(parse_blueprint(blueprint()))

@@ -14,50 +14,58 @@ from maestro.agents.codegen.blueprint import Blueprint, Operation
 
 SYSTEM = "You are a careful software engineer. Answer with exactly what is asked, nothing else."
 
+#: An example far from any default brief, so that a model that copies it is caught (see
+#: :func:`copies_example`), not mistaken for a design.
 BLUEPRINT_EXAMPLE = {
-    "domain_id": "bike_rental",
-    "name": "Bike rental",
-    "description": "Customers rent bikes by the day.",
+    "domain_id": "parking_permits",
+    "name": "Parking permits",
+    "description": "Drivers hold monthly parking permits.",
     "entities": [
         {
-            "name": "Customer",
-            "table": "customers",
-            "key": "customer_id",
-            "prefix": "C",
-            "fields": {"name": "str", "email": "str"},
+            "name": "Driver",
+            "table": "drivers",
+            "key": "driver_id",
+            "prefix": "D",
+            "fields": {"name": "str", "plate": "str"},
         },
         {
-            "name": "Rental",
-            "table": "rentals",
-            "key": "rental_id",
-            "prefix": "R",
+            "name": "Permit",
+            "table": "permits",
+            "key": "permit_id",
+            "prefix": "P",
             "fields": {
-                "customer_id": "ref:customers",
-                "status": "enum:active|returned",
-                "days": "int",
+                "driver_id": "ref:drivers",
+                "status": "enum:valid|suspended",
+                "months": "int",
             },
         },
     ],
     "operations": [
         {
-            "name": "get_rental",
+            "name": "get_permit",
             "kind": "read",
-            "table": "rentals",
-            "description": "Look up a rental.",
-            "params": {"rental_id": "str"},
+            "table": "permits",
+            "description": "Look up a permit.",
+            "params": {"permit_id": "str"},
         },
         {
-            "name": "return_rental",
+            "name": "suspend_permit",
             "kind": "write",
-            "table": "rentals",
-            "description": "Mark an active rental as returned.",
-            "params": {"rental_id": "str"},
-            "requires": {"status": ["active"]},
-            "sets": {"status": "returned"},
+            "table": "permits",
+            "description": "Suspend a valid permit.",
+            "params": {"permit_id": "str"},
+            "requires": {"status": ["valid"]},
+            "sets": {"status": "suspended"},
         },
     ],
-    "rules": ["Only active rentals can be returned."],
+    "rules": ["Only valid permits can be suspended."],
 }
+
+
+def copies_example(bp: Blueprint) -> bool:
+    """True when the blueprint reuses the example's tables instead of designing the brief's."""
+    example = {e["table"] for e in BLUEPRINT_EXAMPLE["entities"]}  # type: ignore[index]
+    return bool(example & {e.table for e in bp.entities})
 
 
 class ParseError(ValueError):
