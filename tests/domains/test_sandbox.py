@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -18,13 +19,18 @@ import pytest
 from maestro.domains import (
     Domain,
     DomainLoadError,
+    Toolkit,
     library_path,
+    load_domain,
+    replay_calls,
+    replay_gold,
 )
 from maestro.domains.sandbox import (
     SandboxLimits,
     SandboxToolkit,
     check_models_source,
     check_tools_source,
+    load_sandboxed_domain,
 )
 from maestro.domains.sandbox.package import _open
 
@@ -55,7 +61,7 @@ HOSTILE = [
     Hostile("subprocess_run", 'import subprocess\nsubprocess.run(["touch", target])\nreturn "ok"', "import of 'subprocess'", "sandbox", "refused"),
     Hostile("socket_connect", 'import socket\nsocket.create_connection(("127.0.0.1", int(target)), timeout=1)\nreturn "ok"', "import of 'socket'", "sandbox", "refused"),
     Hostile("fork_bomb", 'import os\nwhile True:\n    os.fork()', "import of 'os'", "sandbox", "refused os.fork"),
-    Hostile("thread_spawn", 'import threading\nthreading.Thread(target=threading.Event().wait).start()\nreturn "ok"', "import of 'threading'", "sandbox", "refused the 1 thread(s) the call started"),
+    Hostile("thread_spawn", 'import threading\nthreading.Thread(target=threading.Event().wait).start()\nreturn "ok"', "import of 'threading'", "sandbox", "thread"),
     Hostile("infinite_loop", "while True:\n    pass", None, "timeout", "did not finish within 1.5 s"),
     Hostile("regex_in_c", 'import re\nreturn str(re.match("(a+)+$", "a" * 64 + "b"))', None, "timeout", "did not finish within 1.5 s"),
     Hostile("memory_bomb", 'return str(len("x" * (8 * 1024 ** 3)))', None, "sandbox", "ran out of memory"),
@@ -285,3 +291,130 @@ def test_a_crashed_child_is_restarted_and_the_session_survives(tmp_path: Path) -
         assert toolkit.child_pid not in (None, first_pid) and toolkit.restarts == 1
         pid = toolkit.child_pid
     assert pid is not None and not Path(f"/proc/{pid}").exists(), "close stops the child"
+
+
+# ----- drop-in for the in-process runtime -------------------------------------------------------
+
+
+@pytest.mark.parametrize("domain_id", ["vetclinic", "energy", "hotel"])
+def test_library_domains_replay_identically_in_the_sandbox(domain_id: str) -> None:
+    reference = load_domain(library_path(domain_id), check_gold=False)
+    with load_sandboxed_domain(library_path(domain_id), check_gold=False) as domain:
+        assert isinstance(domain.toolkit, Toolkit)
+        assert domain.toolkit.schemas() == reference.toolkit.schemas()
+        for name, spec in reference.toolkit.specs.items():
+            mine = domain.toolkit.specs[name].params.model_fields
+            theirs = spec.params.model_fields
+            assert {k: (f.annotation, f.metadata, f.default) for k, f in mine.items()} == {
+                k: (f.annotation, f.metadata, f.default) for k, f in theirs.items()
+            }
+        for task in reference.tasks[::10]:  # three tasks per domain keep the test short
+            sandboxed, in_process = replay_gold(domain, task), replay_gold(reference, task)
+            assert sandboxed.ok, sandboxed.failures
+            assert sandboxed.session.state_hash() == in_process.session.state_hash()
+            assert [o.content for o in sandboxed.outcomes] == [
+                o.content for o in in_process.outcomes
+            ]
+        first = reference.toolkit.names[0]
+        bad = replay_calls(domain, None, [(first, {"no_such_argument": 5}), ("nope", {})])
+        assert [o.status for o in bad.outcomes] == ["invalid_call", "unknown_tool"]
+
+
+def test_the_host_never_imports_tools_py(tmp_path: Path) -> None:
+    root = make_package(tmp_path, "toy", TOY_TOOLS)
+    with load_sandboxed_domain(root) as domain:
+        loaded = [
+            m
+            for m in list(sys.modules.values())
+            if getattr(m, "__file__", None) == str(root / "tools.py")
+        ]
+        assert loaded == []
+        assert len(domain.tasks) > 0
+        with pytest.raises(RuntimeError, match="runs only in the sandbox"):
+            domain.toolkit.specs["get_order"].fn(None, order_id="O1")
+
+
+def test_session_writes_flow_both_ways(hostile: Domain, toy: Domain) -> None:
+    toolkit = hostile.toolkit
+    session = hostile.start_session()
+    # A host-side write (a task's initialization data does this) reaches the child.
+    session.update("orders", "O1", status="shipped")
+    out = toolkit.call(session, "cancel_order", {"order_id": "O1"})
+    assert out.status == "tool_error" and "shipped" in out.content
+    session.update("orders", "O1", status="pending")
+    assert toolkit.call(session, "cancel_order", {"order_id": "O1"}).ok
+    # A fork carries the sandbox's writes; each branch then goes its own way.
+    branch = session.fork()
+    assert toolkit.call(branch, "place_order", {"customer_id": "C1", "skus": ["P1"]}).ok
+    assert branch.state_hash() != session.state_hash()
+    # A host-side rollback undoes a sandboxed write, and the child follows.
+    before = session.state_hash()
+    with pytest.raises(KeyError), session.transaction():
+        assert toolkit.call(session, "place_order", {"customer_id": "C1", "skus": ["P1"]}).ok
+        raise KeyError("abandon")
+    assert session.state_hash() == before
+    again = toolkit.call(session, "place_order", {"customer_id": "C1", "skus": ["P1"]})
+    assert again.ok
+    # The same calls in process give the same state.
+    reference = toy.start_session()
+    for name, args in [
+        ("cancel_order", {"order_id": "O1"}),
+        ("place_order", {"customer_id": "C1", "skus": ["P1"]}),
+    ]:
+        assert toy.toolkit.call(reference, name, args).ok
+    assert reference.state_hash() == session.state_hash()
+
+
+def test_a_closed_session_refuses_writes_as_in_process(hostile: Domain, toy: Domain) -> None:
+    mine, theirs = hostile.start_session(), toy.start_session()
+    mine.closed = theirs.closed = True
+    a = hostile.toolkit.call(mine, "cancel_order", {"order_id": "O1"})
+    b = toy.toolkit.call(theirs, "cancel_order", {"order_id": "O1"})
+    assert (a.status, a.content) == (b.status, b.content)
+
+
+def test_future_annotations_and_aliases_resolve_in_the_host(tmp_path: Path) -> None:
+    tools = (
+        "from __future__ import annotations\nfrom typing import Literal\n"
+        + TOY_TOOLS
+        + '\n\nStatus = Literal["pending", "shipped"]\n\n'
+        + '@tool("read")\ndef by_status(db: Database, status: Status) -> list:\n'
+        + '    """Orders with a status.\n\n    Args:\n        status: The status.\n    """\n'
+        + '    return db.find("orders", status=status)\n'
+    )
+    root = make_package(tmp_path, "toy", tools)
+    with load_sandboxed_domain(root, check_gold=False) as domain:
+        schema = next(s for s in domain.toolkit.schemas() if s["function"]["name"] == "by_status")
+        assert schema["function"]["parameters"]["properties"]["status"]["enum"] == [
+            "pending",
+            "shipped",
+        ]
+        out = domain.toolkit.call(domain.start_session(), "by_status", {"status": "pending"})
+        assert out.ok and "O1" in out.content
+
+
+def test_tools_the_source_does_not_declare_fail_the_load(tmp_path: Path) -> None:
+    hidden = textwrap.indent(hostile_tool(Hostile("hidden", 'return "x"', None, "", "")), "    ")
+    root = make_package(tmp_path, "toy", TOY_TOOLS + "\n\nif True:\n" + hidden)
+    with pytest.raises(DomainLoadError, match="other tools than the source declares"):
+        _open(root, LIMITS, check_gold=False, check_tools=True)
+
+
+def test_the_child_runs_with_its_limits_filters_and_own_network(hostile: Domain) -> None:
+    toolkit = hostile.toolkit
+    assert isinstance(toolkit, SandboxToolkit)
+    ready = toolkit.start()
+    pid = toolkit.child_pid
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    assert f"Max address space         {LIMITS.memory_mb * 2**20}" in limits
+    assert "Max file size             0" in limits
+    assert "Max processes             0" in limits
+    status = Path(f"/proc/{pid}/status").read_text()
+    if ready["seccomp"] == "seccomp":
+        assert "Seccomp:\t2" in status and "Seccomp_filters:\t2" in status
+    else:
+        assert ready["seccomp"].startswith("unavailable: ")
+    if ready["network"] == "namespace":
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    else:
+        assert ready["network"].startswith("unavailable: ")

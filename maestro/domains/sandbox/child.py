@@ -31,6 +31,7 @@ from pydantic import create_model
 from maestro.domains import loader, store, watchdog
 from maestro.domains.errors import Problem
 from maestro.domains.runtime import Toolkit, ToolOutcome, spec_from_function, tool_functions
+from maestro.domains.sandbox import seccomp
 from maestro.domains.sandbox.protocol import read_blocking, write_blocking
 from maestro.domains.sandbox.static import STDLIB_ALLOWED
 from maestro.domains.store import Session, State, TableSpec
@@ -92,7 +93,11 @@ def main(argv: list[str]) -> int:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     _lower_limits(limits)
-    serve = _install_audit_hook(runtime.violations, [init["root"], *sys.path])
+    serving_filter = seccomp.Filter("serve")
+    kernel = seccomp.Filter("load").load()
+    serve = _install_audit_hook(
+        runtime.violations, [init["root"], *sys.path], serving_filter.load.__code__
+    )
     toolkit = _load_tools(init, runtime, problems)
     if toolkit is None or runtime.violations:
         problems += [Problem("tools.py", "loading", v) for v in runtime.violations]
@@ -100,7 +105,10 @@ def main(argv: list[str]) -> int:
     runtime.toolkit = toolkit
     _warm_up_toolkit(runtime)
     serve()
-    runtime.threads = _thread_count()
+    if kernel == "seccomp":
+        kernel = serving_filter.load()
+    # With the serving filter in, the kernel refuses new threads; without it they are counted.
+    runtime.threads = -1 if kernel == "seccomp" else _thread_count()
     write_blocking(
         out_fd,
         {
@@ -108,6 +116,7 @@ def main(argv: list[str]) -> int:
             "schemas": runtime.schemas,
             "state_hash": runtime.state.state_hash(),
             "network": network,
+            "seccomp": kernel,
             "cpu_s": _cpu_used(),
         },
     )
@@ -231,11 +240,14 @@ _LOAD_ALLOWED_OS = frozenset({"os.listdir", "os.scandir"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def _install_audit_hook(violations: list[str], read_roots: list[str]) -> Callable[[], None]:
+def _install_audit_hook(
+    violations: list[str], read_roots: list[str], seccomp_load: CodeType
+) -> Callable[[], None]:
     """Install the hook in its load phase; returns the function that moves it to serving."""
     trusted: dict[str, frozenset[CodeType]] = {
-        # The watchdog interrupts a tool past its deadline through ctypes; nothing else may.
-        "ctypes.call_function": frozenset({watchdog._set_async_exc.__code__}),
+        # The watchdog interrupts a tool past its deadline through ctypes, and the serving
+        # seccomp filter is loaded through it; nothing else may call C.
+        "ctypes.call_function": frozenset({watchdog._set_async_exc.__code__, seccomp_load}),
         # typing evaluates string annotations (``from __future__ import annotations``).
         "compile": frozenset({typing.ForwardRef.__init__.__code__}),
         "exec": frozenset({typing.ForwardRef._evaluate.__code__, _exec_tools.__code__}),
@@ -334,7 +346,7 @@ def _serve(runtime: _Runtime, request: dict[str, Any]) -> dict[str, Any]:
         outcome = None
     except BaseException as exc:  # MemoryError or worse outside the tool's own try
         return {"failure": f"{type(exc).__name__}: {exc}"[:500], "cpu_s": _cpu_used()}
-    started = _thread_count() - runtime.threads
+    started = _thread_count() - runtime.threads if runtime.threads >= 0 else 0
     if started > 0:
         runtime.violations.append(f"the sandbox refused the {started} thread(s) the call started")
     if runtime.violations:
@@ -342,13 +354,23 @@ def _serve(runtime: _Runtime, request: dict[str, Any]) -> dict[str, Any]:
         return {"violation": runtime.violations[0], "cpu_s": _cpu_used()}
     assert outcome is not None
     reply = asdict(outcome)
-    if outcome.status == "exception" and f"{name} failed: MemoryError" in outcome.content:
-        reply["status"] = "sandbox"
-        reply["content"] = (
-            f"Error: {name} ran out of memory (the sandbox allows {runtime.memory_mb} MiB);"
-            " nothing was changed."
+    limit_hit = _limit_hit(runtime, outcome) if outcome.status == "exception" else None
+    if limit_hit:
+        reply["status"], reply["content"] = (
+            "sandbox",
+            f"Error: {name} {limit_hit}; nothing was changed.",
         )
     return {"outcome": reply, "writes": _writes_since(mirror, before), "cpu_s": _cpu_used()}
+
+
+def _limit_hit(runtime: _Runtime, outcome: ToolOutcome) -> str | None:
+    """The limit behind a tool's exception, when one of the sandbox's limits caused it."""
+    # Toolkit.call renders the exception as "Error: NAME failed: TYPE: message".
+    if f"{outcome.name} failed: MemoryError" in outcome.content:
+        return f"ran out of memory (the sandbox allows {runtime.memory_mb} MiB)"
+    if runtime.threads < 0 and "RuntimeError: can't start new thread" in outcome.content:
+        return "tried to start a thread; the sandbox refused it (seccomp)"
+    return None
 
 
 def _overlay(session: Session) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ and the process is killed; the next request starts a new one.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import select
@@ -53,6 +54,7 @@ class SandboxProcess:
         self._from_child = -1
         self.ready: dict[str, Any] = {}
         self.cpu_s = 0.0
+        self._cpu_soft = -1
 
     @property
     def pid(self) -> int | None:
@@ -127,7 +129,10 @@ class SandboxProcess:
     def _bound_cpu(self) -> None:
         """The child's soft CPU limit: what it used so far plus one call's allowance."""
         assert self._proc is not None
-        soft = int(self.cpu_s + self.limits.cpu_s) + 1
+        soft = math.ceil(self.cpu_s + self.limits.cpu_s)
+        if soft == self._cpu_soft:
+            return  # RLIMIT_CPU counts whole seconds: most calls leave it where it is
+        self._cpu_soft = soft
         with contextlib.suppress(OSError, ValueError):  # it just exited: the request says so
             resource.prlimit(self._proc.pid, resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 

@@ -1,0 +1,115 @@
+"""Cost of a tool call in the sandbox against the same call in process, on a library domain.
+
+Three workloads on the same domain loaded both ways: a read call repeated on one session (the
+floor: one round trip to the child, nothing to sync), the gold replay of every task (fresh
+sessions, reads and writes: the sync of writes both ways), and the child's start and restart.
+Prints a JSON object last; ``sandbox_call_us`` and ``inprocess_call_us`` are the read call.
+
+    .venv/bin/python bench/sandbox.py [--domain vetclinic] [--calls 2000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from typing import Any
+
+from maestro.domains import Domain, library_path, load_domain, replay_gold
+from maestro.domains.sandbox import SandboxToolkit, load_sandboxed_domain
+
+READ_CALLS = {
+    "vetclinic": ("get_owner", {"owner_id": "C1001"}),
+    "energy": ("get_customer", {"customer_id": "CU1001"}),
+    "hotel": ("list_hotels", {}),
+}
+
+
+def per_call_us(domain: Domain, name: str, args: dict[str, Any], calls: int, repeat: int) -> float:
+    """Median over ``repeat`` runs of the mean time of one call, in microseconds."""
+    session = domain.start_session()
+    assert domain.toolkit.call(session, name, args).ok, f"{name} failed"
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for _ in range(calls):
+            domain.toolkit.call(session, name, args)
+        runs.append((time.perf_counter() - started) / calls * 1e6)
+    return statistics.median(runs)
+
+
+def gold_replay_us(domain: Domain, repeat: int) -> tuple[float, int]:
+    """Median time per gold call over whole replays of every task, and the calls per replay."""
+    calls = sum(len(t.gold_actions) for t in domain.tasks)
+    runs = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for task in domain.tasks:
+            result = replay_gold(domain, task)
+            assert result.ok, result.failures
+        runs.append((time.perf_counter() - started) / calls * 1e6)
+    return statistics.median(runs), calls
+
+
+def restart_s(domain: Domain) -> float:
+    """Wall time of the call that follows a killed child (it starts a new one)."""
+    toolkit = domain.toolkit
+    assert isinstance(toolkit, SandboxToolkit)
+    toolkit._discard_process()
+    name, args = READ_CALLS[domain.id]
+    started = time.perf_counter()
+    assert toolkit.call(domain.start_session(), name, args).ok
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--domain", default="vetclinic", choices=sorted(READ_CALLS))
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=5)
+    opts = parser.parse_args()
+
+    path = library_path(opts.domain)
+    reference = load_domain(path)
+    name, args = READ_CALLS[opts.domain]
+    started = time.perf_counter()
+    with load_sandboxed_domain(path, check_gold=False) as sandboxed:
+        assert isinstance(sandboxed.toolkit, SandboxToolkit)
+        sandboxed.toolkit.start()
+        start_s = time.perf_counter() - started
+        sandboxed.tasks = reference.tasks
+        inprocess_us = per_call_us(reference, name, args, opts.calls, opts.repeat)
+        sandbox_us = per_call_us(sandboxed, name, args, opts.calls, opts.repeat)
+        gold_in_us, gold_calls = gold_replay_us(reference, opts.repeat)
+        gold_sb_us, _ = gold_replay_us(sandboxed, opts.repeat)
+        restart = statistics.median(restart_s(sandboxed) for _ in range(3))
+        network = sandboxed.toolkit.start().get("network")
+
+    result = {
+        "domain": opts.domain,
+        "read_tool": name,
+        "sandbox_call_us": round(sandbox_us, 1),
+        "inprocess_call_us": round(inprocess_us, 1),
+        "ratio": round(sandbox_us / inprocess_us, 1),
+        "overhead_us": round(sandbox_us - inprocess_us, 1),
+        "gold_replay_calls": gold_calls,
+        "gold_sandbox_call_us": round(gold_sb_us, 1),
+        "gold_inprocess_call_us": round(gold_in_us, 1),
+        "gold_ratio": round(gold_sb_us / gold_in_us, 1),
+        "child_start_s": round(start_s, 3),
+        "child_restart_s": round(restart, 3),
+        "network_isolation": network,
+        "calls": opts.calls,
+        "repeat": opts.repeat,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
