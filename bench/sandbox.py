@@ -1,7 +1,8 @@
 """Cost of a tool call in the sandbox against the same call in process, on a library domain.
 
-Three workloads on the same domain loaded both ways: a read call repeated on one session (the
-floor: one round trip to the child, nothing to sync), the gold replay of every task (fresh
+Three workloads on the same domain loaded both ways: a read call repeated on one session (one
+round trip to the child, nothing to sync; an unknown tool's call gives the round trip's floor),
+the gold replay of every task (fresh
 sessions, reads and writes: the sync of writes both ways), and the child's start and restart.
 Prints a JSON object last; ``sandbox_call_us`` and ``inprocess_call_us`` are the read call.
 
@@ -31,7 +32,8 @@ READ_CALLS = {
 def per_call_us(domain: Domain, name: str, args: dict[str, Any], calls: int, repeat: int) -> float:
     """Median over ``repeat`` runs of the mean time of one call, in microseconds."""
     session = domain.start_session()
-    assert domain.toolkit.call(session, name, args).ok, f"{name} failed"
+    first = domain.toolkit.call(session, name, args)
+    assert first.ok or name not in domain.toolkit.specs, f"{name} failed: {first.content}"
     runs = []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -83,6 +85,9 @@ def main() -> None:
         sandboxed.tasks = reference.tasks
         inprocess_us = per_call_us(reference, name, args, opts.calls, opts.repeat)
         sandbox_us = per_call_us(sandboxed, name, args, opts.calls, opts.repeat)
+        # An unknown tool: the child answers without running anything, so this is the floor
+        # of one round trip (framing, JSON, two context switches).
+        floor_us = per_call_us(sandboxed, "no_such_tool", {}, opts.calls, opts.repeat)
         gold_in_us, gold_calls = gold_replay_us(reference, opts.repeat)
         gold_sb_us, _ = gold_replay_us(sandboxed, opts.repeat)
         restart = statistics.median(restart_s(sandboxed) for _ in range(3))
@@ -95,6 +100,7 @@ def main() -> None:
         "inprocess_call_us": round(inprocess_us, 1),
         "ratio": round(sandbox_us / inprocess_us, 1),
         "overhead_us": round(sandbox_us - inprocess_us, 1),
+        "round_trip_floor_us": round(floor_us, 1),
         "gold_replay_calls": gold_calls,
         "gold_sandbox_call_us": round(gold_sb_us, 1),
         "gold_inprocess_call_us": round(gold_in_us, 1),
