@@ -4,7 +4,14 @@ with the scripted server at 100 ms per call, over about 1,000 episodes (the 90 l
 counts from process start to exit, Prefect's start, ingest, scoring with the judge, filtering,
 lake writes and the report included. Prints a JSON object last.
 
-    .venv/bin/python bench/orchestration.py [--trials 12] [--concurrency 10] [--latency 0.1] [--ephemeral]
+    .venv/bin/python bench/orchestration.py [--trials 12] [--concurrency 10] [--latency 0.1]
+        [--prefect standing|run] [--cold-home] [--ray-workers N]
+
+--prefect standing: a Prefect server already running (PREFECT_API_URL), as a deployed nightly
+has; --prefect run: none configured, so the run starts its own (what `maestro nightly` does on
+the embedded defaults). Its Prefect home is warm (its database already made, as from the second
+night on) unless --cold-home. Episodes fan out over a local Ray (the default) unless
+--ray-workers 0.
 """
 
 from __future__ import annotations
@@ -34,16 +41,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--chunk-size", type=int, default=400)
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument(
-        "--ephemeral",
-        action="store_true",
-        help="use Prefect's ephemeral API (started by the run) instead of a standing Prefect server",
-    )
+    parser.add_argument("--prefect", choices=("standing", "run"), default="standing")
+    parser.add_argument("--cold-home", action="store_true", help="a new, empty Prefect home")
+    parser.add_argument("--ray-workers", type=int, default=None)
     args = parser.parse_args()
 
     server = ServerProcess(ServerConfig(mode="oracle", latency_s=args.latency))
     tmp = Path(tempfile.mkdtemp(prefix="maestro-orch-"))
-    prefect = None if args.ephemeral else LocalPrefectServer(tmp / "prefect").start()
+    if args.prefect == "run" and not args.cold_home:
+        LocalPrefectServer(tmp / "prefect").start().stop()  # makes the database, untimed
+    prefect = LocalPrefectServer(tmp / "prefect").start() if args.prefect == "standing" else None
     try:
         env = {
             **os.environ,
@@ -60,6 +67,8 @@ def main() -> None:
             MAESTRO, "nightly", "--run-id", "bench", "--all-tasks", "--trials", str(args.trials),
             "--concurrency", str(args.concurrency), "--chunk-size", str(args.chunk_size), "--json",
         ]  # fmt: skip
+        if args.ray_workers is not None:
+            cmd += ["--ray-workers", str(args.ray_workers)]
         started = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
         wall = time.perf_counter() - started
@@ -83,7 +92,10 @@ def main() -> None:
         "overhead_share_in_flow": round((flow_s - simulate_s) / flow_s, 4),
         "concurrency": args.concurrency,
         "latency_s": args.latency,
-        "prefect": "ephemeral API" if args.ephemeral else "standing server",
+        "prefect": "standing server"
+        if args.prefect == "standing"
+        else f"started by the run ({'cold' if args.cold_home else 'warm'} home)",
+        "ray_workers": summary["ray_workers"],
         "stages_s": {k: round(v, 2) for k, v in summary["timings"].items()},
     }
     print(

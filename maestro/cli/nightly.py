@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -14,6 +16,8 @@ from pydantic import ValidationError
 from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
 
 RUN_DIR = Path("runs")
+#: The stages ``maestro stage`` runs, in order (the flows are in maestro.flows.nightly).
+STAGE_NAMES = ("ingest", "simulate", "score", "filter", "curate", "report")
 
 
 def prefect_env() -> None:
@@ -28,6 +32,41 @@ def prefect_env() -> None:
     Path(os.environ["PREFECT_HOME"]).mkdir(
         parents=True, exist_ok=True
     )  # prefect makes one level only
+
+
+@contextmanager
+def run_prefect_api() -> Iterator[Callable[[], str | None]]:
+    """The Prefect API for one run: the configured ``PREFECT_API_URL`` if any, else a local
+    Prefect server (API and UI) launched now and stopped when the run ends.
+
+    Yields ``ready``: call it once the caller's own start-up work is done (validating domains,
+    importing Prefect and the flows), which overlaps the server's start; it waits for the API
+    and returns the UI's URL (None when the API is configured). Unlike Prefect's ephemeral API,
+    the local server serves the UI, so the run can be watched while it lasts. Enter before
+    Prefect is imported.
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        yield lambda: None
+        return
+    from maestro.flows.prefect_server import LocalPrefectServer
+
+    server = LocalPrefectServer(Path(os.environ["PREFECT_HOME"]), startup_timeout_s=120).launch()
+    os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ["PREFECT_UI_URL"] = server.url  # links in logs and artifacts point at it
+
+    def ready() -> str:
+        try:
+            server.wait_ready()
+        except RuntimeError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        return server.url
+
+    try:
+        yield ready
+    finally:
+        server.stop()
+        del os.environ["PREFECT_API_URL"], os.environ["PREFECT_UI_URL"]
 
 
 def _params(
@@ -113,10 +152,14 @@ def nightly(
         chunk_size,
         ray_workers,
     )
-    _validate_or_exit(params)
-    from maestro.flows.nightly import nightly as flow
+    with run_prefect_api() as prefect_ready:
+        _validate_or_exit(params)
+        from maestro.flows.nightly import nightly as flow
 
-    result = flow(params)
+        ui_url = prefect_ready()
+        if ui_url:
+            typer.echo(f"Prefect UI for this run, while it lasts: {ui_url}", err=True)
+        result = flow(params)
     if as_json:
         print(
             json.dumps(
@@ -161,16 +204,18 @@ def stage(
     """Run one stage of the nightly pipeline alone, as its own Prefect flow, on a run id."""
     prefect_env()
     params = _params(
-        run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, 0
+        run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, None
     )
     _validate_or_exit(params)
-    from maestro.flows.nightly import STAGE_FLOWS
-
-    if name not in STAGE_FLOWS:
+    if name not in STAGE_NAMES:
         raise typer.BadParameter(
-            f"no stage {name!r}; stages are {', '.join(STAGE_FLOWS)}", param_hint="NAME"
+            f"no stage {name!r}; stages are {', '.join(STAGE_NAMES)}", param_hint="NAME"
         )
-    result = STAGE_FLOWS[name](params)
+    with run_prefect_api() as prefect_ready:
+        from maestro.flows.nightly import STAGE_FLOWS
+
+        prefect_ready()
+        result = STAGE_FLOWS[name](params)
     print(json.dumps(result, default=str))
 
 

@@ -1,9 +1,11 @@
-"""A Prefect server in a child process, on a free local port: for tests and benchmarks that need a
-standing API and UI, as production has, rather than the ephemeral one."""
+"""A Prefect server in a child process, on a free local port: the API and UI of a nightly run
+when no ``PREFECT_API_URL`` is configured, and a standing server for tests and benchmarks."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +25,7 @@ class LocalPrefectServer:
         self.port = port or _free_port(host)
         self.startup_timeout_s = startup_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
+        self._launched = 0.0
 
     @property
     def url(self) -> str:
@@ -33,6 +36,12 @@ class LocalPrefectServer:
         return f"{self.url}/api"
 
     def start(self) -> LocalPrefectServer:
+        """Start the server and wait until its API answers."""
+        return self.launch().wait_ready()
+
+    def launch(self) -> LocalPrefectServer:
+        """Start the server process without waiting for it (see :meth:`wait_ready`), so the
+        caller can do its own start-up work meanwhile."""
         self.home.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -52,8 +61,17 @@ class LocalPrefectServer:
             "--port",
             str(self.port),
         ]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self.startup_timeout_s
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
+        self._launched = time.monotonic()
+        return self
+
+    def wait_ready(self) -> LocalPrefectServer:
+        """Wait until the API answers; stop the server and raise, with its log, if it doesn't
+        within ``startup_timeout_s`` of its launch."""
+        assert self.proc is not None, "launch() first"
+        deadline = self._launched + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 break
@@ -83,6 +101,16 @@ class LocalPrefectServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before exec: ask Linux to end it when the thread that started it
+    dies, so a killed run (SIGKILL included) leaves no server behind. (Start it from the main
+    thread.) Elsewhere the server outlives a
+    killed parent, as Prefect's own ephemeral server does."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _free_port(host: str) -> int:
