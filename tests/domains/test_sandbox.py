@@ -92,6 +92,21 @@ HOSTILE = [
 ]  # fmt: skip
 
 
+ADD_AND_REMOVE = '''
+
+@tool("write")
+def add_and_remove(db: Database, sku: str) -> str:
+    """Add a product and remove it again.
+
+    Args:
+        sku: The new product's sku.
+    """
+    db.insert("products", {"sku": sku, "title": "t", "price": 1.0, "stock": 1})
+    db.delete("products", sku)
+    return "ok"
+'''
+
+
 def hostile_tool(h: Hostile) -> str:
     body = textwrap.indent(h.body, "    ")
     return (
@@ -113,7 +128,7 @@ def make_package(tmp: Path, name: str, tools: str, models: str | None = None) ->
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Domain]:
     """The toy domain plus every hostile tool, loaded with the static check bypassed."""
-    tools = TOY_TOOLS + "".join(hostile_tool(h) for h in HOSTILE)
+    tools = TOY_TOOLS + ADD_AND_REMOVE + "".join(hostile_tool(h) for h in HOSTILE)
     root = make_package(tmp_path_factory.mktemp("hostile"), "toy", tools)
     with unchecked(root) as domain:
         yield domain
@@ -418,3 +433,17 @@ def test_the_child_runs_with_its_limits_filters_and_own_network(hostile: Domain)
         assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
     else:
         assert ready["network"].startswith("unavailable: ")
+
+
+def test_a_record_added_and_deleted_in_one_call_leaves_what_it_does_in_process(
+    hostile: Domain,
+) -> None:
+    session = hostile.start_session()
+    for _ in range(2):  # the second call finds the mirror in step with the host
+        out = hostile.toolkit.call(session, "add_and_remove", {"sku": "P9"})
+        assert out.ok, out.content
+    expected = hostile.start_session()
+    expected.insert("products", {"sku": "P9", "title": "t", "price": 1.0, "stock": 1})
+    expected.delete("products", "P9")
+    assert session.touched() == expected.touched() == {("products", "P9")}
+    assert session.state_hash() == expected.state_hash() == hostile.initial.state_hash()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import threading
 import time
 import weakref
@@ -16,7 +18,7 @@ from maestro.domains.errors import StoreError, ToolError
 from maestro.domains.runtime import OutcomeStatus, Toolkit, ToolOutcome, ToolSpec
 from maestro.domains.sandbox.limits import SandboxLimits
 from maestro.domains.sandbox.process import ChildFailure, SandboxProcess, SandboxStartError
-from maestro.domains.store import Session
+from maestro.domains.store import _DELETED, Session
 
 
 @dataclass
@@ -124,7 +126,7 @@ class SandboxToolkit(Toolkit):
         spec = self.specs.get(name)
 
         def outcome(content: str, status: OutcomeStatus, args: Any) -> ToolOutcome:
-            args = args if isinstance(args, dict) else {"_raw": args}
+            args = _as_arguments(args)
             kind = spec.kind if spec else None
             return ToolOutcome(name, args, content, status, kind, time.perf_counter() - started)
 
@@ -198,8 +200,13 @@ class SandboxToolkit(Toolkit):
         mirror = self._mirrors[session]
         with session.transaction():
             for table, key, record in writes:
-                if record is None:
+                if record is None and session.exists(table, key):
                     session.delete(table, key)
+                elif record is None:
+                    # Added and deleted within the call: the overlay keeps a deletion marker,
+                    # as it does in process (same touched set, same hash).
+                    session._spec(table)
+                    session._write(table, key, _DELETED)
                 else:
                     written = session.put(table, record)
                     if written.get(session.base.specs[table].key_field) != key:
@@ -225,6 +232,14 @@ class SandboxToolkit(Toolkit):
         return f"Error: {name}: {exc.reason}; nothing was changed.", "sandbox"
 
 
+def _as_arguments(arguments: Any) -> dict[str, Any]:
+    """The call's arguments as the in-process runtime records them when it cannot validate."""
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            arguments = json.loads(arguments) if arguments else {}
+    return arguments if isinstance(arguments, dict) else {"_raw": arguments}
+
+
 def _overlay(session: Session) -> dict[str, dict[str, Any]]:
     # Syncing a mirror needs the session's overlay itself: reading it through the public API
     # would copy every record on every call.
@@ -235,8 +250,6 @@ def _delta(
     session: Session, seen: dict[tuple[str, str], Any]
 ) -> tuple[list[list[Any]], dict[tuple[str, str], Any]]:
     """The writes of ``session`` that ``seen`` lacks, and what is seen once they are sent."""
-    from maestro.domains.store import _DELETED
-
     sync: list[list[Any]] = []
     now: dict[tuple[str, str], Any] = {}
     for table, layer in _overlay(session).items():
