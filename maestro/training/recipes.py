@@ -7,6 +7,7 @@ run folder; MLflow is added when ``MLFLOW_TRACKING_URI`` is set.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 from collections.abc import Mapping
@@ -54,8 +55,10 @@ class RecipeSettings(BaseModel):
     seed: int = 0
     logging_steps: int = Field(1, ge=1)
     lora: LoraSettings | None = None
-    #: DPO's and GRPO's KL strength.
+    #: DPO's KL strength.
     beta: float = Field(0.1, ge=0)
+    #: GRPO's KL strength; 0 (TRL's default) needs no reference model.
+    grpo_beta: float = Field(0.0, ge=0)
     #: GRPO: rollouts per task (a group); the batch must be a multiple of it.
     num_generations: int = Field(2, ge=2)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
@@ -151,8 +154,11 @@ def dpo_trainer(
     config = DPOConfig(
         **_common(settings, output_dir), max_length=settings.max_length, beta=settings.beta
     )
+    # The reference is the starting policy; with LoRA, TRL uses the model with adapters off.
+    ref = None if settings.lora else copy.deepcopy(model)
     return DPOTrainer(
         model=model,
+        ref_model=ref,
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
@@ -177,12 +183,17 @@ def grpo_trainer(
             f"GRPO batch_size {settings.batch_size} must be a multiple of "
             f"num_generations {settings.num_generations}"
         )
+    if settings.grpo_beta > 0 and settings.lora is None:
+        # TRL builds GRPO's reference model from the policy's name_or_path: give it a folder.
+        base = output_dir / "base"
+        model.save_pretrained(str(base))
+        model.config._name_or_path = str(base)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     config = GRPOConfig(
         **_common(settings, output_dir),
         num_generations=settings.num_generations,
         max_completion_length=settings.rollout.max_completion_tokens,
-        beta=settings.beta,
+        beta=settings.grpo_beta,
         temperature=settings.rollout.sampling.temperature,
         log_completions=False,
     )

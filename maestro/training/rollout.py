@@ -97,7 +97,8 @@ class PolicyAssistant:
         left = self.budget - len(self.tokens.ids)
         if left <= 0:
             raise ProviderError("the rollout used its completion-token budget", kind="length")
-        new = self.gen.sample(self.prompt_ids + self.tokens.ids, max_new_tokens=left)
+        turn = min(left, self.gen.sampling.max_new_tokens)
+        new = self.gen.sample(self.prompt_ids + self.tokens.ids, max_new_tokens=turn)
         self.tokens.add(new, policy=True)
         message = self.gen.parse(new, self.tools)
         self._covered.append(to_openai(message))
