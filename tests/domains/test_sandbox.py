@@ -447,3 +447,19 @@ def test_a_record_added_and_deleted_in_one_call_leaves_what_it_does_in_process(
     expected.delete("products", "P9")
     assert session.touched() == expected.touched() == {("products", "P9")}
     assert session.state_hash() == expected.state_hash() == hostile.initial.state_hash()
+
+
+def test_an_import_error_in_tools_is_a_load_problem(tmp_path: Path) -> None:
+    root = make_package(tmp_path, "toy", TOY_TOOLS + '\nraise ValueError("half-written")\n')
+    with pytest.raises(DomainLoadError, match=r"import failed: ValueError: half-written"):
+        _open(root, LIMITS, check_gold=False, check_tools=True)
+
+
+def test_a_closed_toolkit_answers_and_does_not_restart(tmp_path: Path) -> None:
+    root = make_package(tmp_path, "toy", TOY_TOOLS)
+    with load_sandboxed_domain(root, LIMITS, check_gold=False) as domain:
+        toolkit = domain.toolkit
+        assert isinstance(toolkit, SandboxToolkit)
+    out = toolkit.call(domain.start_session(), "get_order", {"order_id": "O1"})
+    assert out.status == "sandbox" and "closed" in out.content
+    assert toolkit.child_pid is None

@@ -1,9 +1,10 @@
 """The sandbox child: loads an untrusted package's tools and runs calls the host sends.
 
-Started by the host as ``python -I -m maestro.domains.sandbox.child IN_FD OUT_FD``. In order:
-leave the network namespace (while still single-threaded), load the package, warm up, lower the
-resource limits, install the audit hook (deny by default), then serve calls until the host closes
-the pipe. Each call runs on a mirror of the host's session, kept in step by the writes the host
+Started by the host as ``python -I -B -m maestro.domains.sandbox.child IN_FD OUT_FD``. In order:
+leave the network namespace (while still single-threaded); load models.py, the base state and
+tools.py's compiled code; warm up; lower the resource limits; load the first seccomp filter and
+the audit hook (load phase); run tools.py's module code; move the hook to serving (deny by
+default) and load the second filter; then serve calls until the host closes the pipe. Each call runs on a mirror of the host's session, kept in step by the writes the host
 sends; the reply carries the outcome and the writes the call made.
 """
 

@@ -66,32 +66,7 @@ class SandboxProcess:
 
     def start(self) -> dict[str, Any]:
         """Start the child and wait for it to load the package; returns its ready message."""
-        child_in, host_out = os.pipe()
-        host_in, child_out = os.pipe()
-        try:
-            self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-I",
-                    "-m",
-                    "maestro.domains.sandbox.child",
-                    str(child_in),
-                    str(child_out),
-                ],
-                pass_fds=(child_in, child_out),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,  # read only when the start fails
-                start_new_session=True,  # the host's Ctrl-C and job control do not reach it
-                env={"PYTHONHASHSEED": "0", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"},
-                cwd="/",
-            )
-        finally:
-            os.close(child_in)
-            os.close(child_out)
-        self._to_child, self._from_child = host_out, host_in
-        os.set_blocking(host_out, False)
-        os.set_blocking(host_in, False)
+        self._spawn()
         deadline = time.monotonic() + self.limits.startup_timeout_s
         try:
             write_until(self._to_child, self._init, deadline)
@@ -111,6 +86,43 @@ class SandboxProcess:
         self.ready = ready
         self.cpu_s = float(ready.get("cpu_s", 0.0))
         return ready
+
+    def _spawn(self) -> None:
+        """A fresh interpreter running the child, with a pipe each way."""
+        try:
+            child_in, host_out = os.pipe()
+            host_in, child_out = os.pipe()
+        except OSError as exc:
+            raise SandboxStartError(f"the sandbox child did not start: {exc}") from None
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-I",  # no user site, no PYTHON* variables, no cwd on sys.path
+                    "-B",  # no .pyc writes: writing files is refused in the child
+                    "-m",
+                    "maestro.domains.sandbox.child",
+                    str(child_in),
+                    str(child_out),
+                ],
+                pass_fds=(child_in, child_out),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,  # read only when the start fails
+                start_new_session=True,  # the host's Ctrl-C and job control do not reach it
+                env={"PYTHONHASHSEED": "0", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"},
+                cwd="/",
+            )
+        except OSError as exc:
+            for fd in (host_out, host_in):
+                os.close(fd)
+            raise SandboxStartError(f"the sandbox child did not start: {exc}") from None
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+        self._to_child, self._from_child = host_out, host_in
+        os.set_blocking(host_out, False)
+        os.set_blocking(host_in, False)
 
     def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one request and wait for its reply; ChildFailure (child killed) otherwise."""

@@ -77,7 +77,7 @@ class SandboxToolkit(Toolkit):
 
     def _ensure_process(self) -> SandboxProcess:
         if self.closed:
-            raise ChildFailure("crash", "the sandbox toolkit is closed")
+            raise ChildFailure("closed", "the sandbox toolkit is closed")
         if self._process is None or not self._process.alive:
             if self._process is not None:
                 self._process.kill()
