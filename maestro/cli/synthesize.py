@@ -16,7 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
-from maestro.agents.codegen.graph import SynthesisNotFoundError
+from maestro.agents.codegen.graph import SynthesisNotFoundError, synthesis_folder
 
 
 def synthesize(
@@ -59,6 +59,11 @@ def synthesize(
         )
     except ValidationError as exc:
         raise typer.BadParameter(_first_error(exc), param_hint="--brief") from None
+    if resume is not None and not (synthesis_folder(out, resume) / "checkpoints.sqlite").is_file():
+        # Said before the model starts (the embedded one takes a minute).
+        raise typer.BadParameter(
+            f"no synthesis {resume!r} to resume under {out / 'synthesis'}", param_hint="--resume"
+        )
     sid = resume or new_id or "syn-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}", sid):
         raise typer.BadParameter(f"{sid!r} is not a usable synthesis id", param_hint="--id")

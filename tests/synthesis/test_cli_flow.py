@@ -24,6 +24,8 @@ BRIEF = "A bike rental shop: customers rent bikes by the day."
 def env_for(server: ScriptedServer, tmp: Path) -> dict[str, str]:
     env = {**os.environ, "MAESTRO_LAKE_ROOT": str(tmp / "lake"), "PREFECT_HOME": str(tmp / "pf")}
     env.pop("PREFECT_API_URL", None)
+    # The ephemeral Prefect API starts slowly on a busy two-core machine.
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
     for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
         env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
         env[f"MAESTRO_{role}__MAX_RETRIES"] = "0"
@@ -77,14 +79,20 @@ def test_cli_crash_then_resume_stores_everything(tmp_path: Path) -> None:
 
 
 def test_cli_needs_a_brief_or_a_known_synthesis(tmp_path: Path) -> None:
-    with ScriptedServer(ServerConfig(mode="script")) as server:
-        env = env_for(server, tmp_path)
-        neither = synthesize(env, "--out", str(tmp_path))
-        unknown = synthesize(env, "--resume", "nope", "--out", str(tmp_path))
-        short = synthesize(env, "--brief", "shop", "--out", str(tmp_path))
-    assert neither.returncode == 2 and "exactly one of --brief and --resume" in neither.stderr
-    assert unknown.returncode == 2 and "no synthesis 'nope' to resume" in unknown.stderr
-    assert short.returncode == 2 and "at least 10 characters" in short.stderr
+    from typer.testing import CliRunner
+
+    from maestro.cli.app import app
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["synthesize", "--out", str(tmp_path), *args])
+        return result.exit_code, result.output
+
+    neither = run()
+    unknown = run("--resume", "nope")
+    short = run("--brief", "shop")
+    assert neither[0] == 2 and "exactly one of --brief and --resume" in neither[1]
+    assert unknown[0] == 2 and "no synthesis 'nope' to resume" in unknown[1]
+    assert short[0] == 2 and "at least 10 characters" in short[1]
 
 
 FLOW = """
