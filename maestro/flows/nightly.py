@@ -102,8 +102,17 @@ def score(
     retries=1,
     retry_delay_seconds=5,
 )
-def filter_tasks(lake: Lake, run_id: str, domain: Domain, task_ids: list[str]) -> dict[str, int]:
-    return stages.filter_tasks(lake, run_id, domain, task_ids)
+def filter_tasks(
+    lake: Lake,
+    run_id: str,
+    domain: Domain,
+    task_ids: list[str],
+    settings: LLMSettings | None = None,
+    review_url: str | None = None,
+) -> dict[str, int]:
+    return stages.filter_tasks(
+        lake, run_id, domain, task_ids, settings=settings, review_url=review_url
+    )
 
 
 @task(name="curate task set", cache_policy=NONE, retries=1, retry_delay_seconds=5)
@@ -170,7 +179,14 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
             scored = score.submit(lake, run_id, domain, settings, judge_url)
             pending.append(
                 filter_tasks.submit(
-                    lake, run_id, domain, ids, return_state=False, wait_for=[scored]
+                    lake,
+                    run_id,
+                    domain,
+                    ids,
+                    settings,
+                    judge_url,  # the LLM review of unsolved tasks uses the judge role
+                    return_state=False,
+                    wait_for=[scored],
                 )
             )
             pending.append(scored)

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from maestro.agents.settings import ROLES, LLMSettings
+from maestro.scoring import gates
 from maestro.scoring.metrics import pass_hat_k
 from maestro.storage import Lake
 
@@ -24,6 +25,8 @@ class RunReport(BaseModel):
     roles: list[dict[str, Any]]
     terminations: dict[str, int]
     task_set: dict[str, Any] | None = None
+    #: Every rejected task: its domain, the first gate it failed, and the reasons stored.
+    rejections: list[dict[str, Any]] = Field(default_factory=list)
 
 
 def build_report(
@@ -35,31 +38,7 @@ def build_report(
         lake.read("episodes").filter(pl.col("run_id") == run_id).select("termination").collect()
     )
     calls = lake.read("llm_calls").filter(pl.col("run_id") == run_id).collect()
-    funnel = [
-        {"stage": "tasks in scope", "tasks": verdicts.height},
-        {
-            "stage": "gold replay succeeds",
-            "tasks": int(verdicts["gold_replay_ok"].sum() or 0) if verdicts.height else 0,
-        },
-        {
-            "stage": "gold scores 1",
-            "tasks": int(verdicts["gold_scores_one"].sum() or 0) if verdicts.height else 0,
-        },
-        {
-            "stage": "doing nothing scores 0",
-            "tasks": int((verdicts["gold_scores_one"] & verdicts["null_scores_zero"]).sum() or 0)
-            if verdicts.height
-            else 0,
-        },
-        {
-            "stage": "simulated and scored",
-            "tasks": int((verdicts["trials"] > 0).sum() or 0) if verdicts.height else 0,
-        },
-        {
-            "stage": "accepted",
-            "tasks": int(verdicts["accepted"].sum() or 0) if verdicts.height else 0,
-        },
-    ]
+    funnel, rejections = funnel_rows(verdicts)
     groups: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for r in scores.select("domain_id", "assistant_model", "task_id", "passed").to_dicts():
         groups[(r["domain_id"], r["assistant_model"])][r["task_id"]].append(bool(r["passed"]))
@@ -114,7 +93,28 @@ def build_report(
         roles=roles,
         terminations=terminations,
         task_set=task_set,
+        rejections=rejections,
     )
+
+
+def funnel_rows(verdicts: pl.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The funnel (tasks in scope, each gate, accepted) and the rejections, from a run's
+    task_verdicts rows."""
+    rows = verdicts.sort("domain_id", "task_id").to_dicts() if verdicts.height else []
+    # A row is rejected at its first failed gate; one from before the gates were recorded
+    # (no rejected_at) counts as failing the last gate, so the funnel still adds up.
+    gate_of = [None if r["accepted"] else (r.get("rejected_at") or gates.GATES[-1]) for r in rows]
+    rejections = [
+        {
+            "domain": r["domain_id"],
+            "task": r["task_id"],
+            "gate": gate,
+            "reasons": "; ".join(r["reasons"] or []),
+        }
+        for r, gate in zip(rows, gate_of, strict=True)
+        if gate is not None
+    ]
+    return gates.funnel(gate_of), rejections
 
 
 def _md_table(rows: list[dict[str, Any]]) -> str:
@@ -131,6 +131,8 @@ def to_markdown(report: RunReport, html_path: Path | None) -> str:
     if html_path is not None:
         parts.append(f"Full report with charts: `{html_path}`\n")
     parts += ["## Funnel\n", _md_table(report.funnel)]
+    if report.rejections:
+        parts += ["## Rejected tasks\n", _md_table(report.rejections)]
     parts += ["## pass^k per domain and model\n", _md_table(report.pass_hat_k)]
     parts += ["## Tokens, cost and latency per role\n", _md_table(report.roles)]
     parts += [

@@ -11,15 +11,24 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 from pydantic import BaseModel, Field
 
-from maestro.agents.client import CallLog
+from maestro.agents.client import CallLog, ChatClient, Endpoints, LLMCall
+from maestro.agents.review import ReviewError, review_failures
 from maestro.agents.settings import LLMSettings, Role
-from maestro.domains import Domain, inspect_package, library_ids, library_path
+from maestro.domains import (
+    Domain,
+    TaskStateError,
+    inspect_package,
+    library_ids,
+    library_path,
+    replay_gold,
+)
 from maestro.flows.endpoints import model_name
 from maestro.flows.records import (
     domain_row,
@@ -30,7 +39,7 @@ from maestro.flows.records import (
     task_row,
 )
 from maestro.flows.simulate import score_batch
-from maestro.scoring import check_task
+from maestro.scoring import check_task, gates
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination
 from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
@@ -280,20 +289,28 @@ def score(
 
 
 def difficulty_band(pass_rate: float) -> str:
-    if pass_rate >= 0.8:
-        return "easy"
-    if pass_rate >= 0.4:
-        return "medium"
-    if pass_rate > 0:
-        return "hard"
-    return "unsolved"
+    """The band of a pass rate (kept here for callers of the stage; see scoring.gates)."""
+    return gates.difficulty_band(pass_rate)
+
+
+#: Failed transcripts an LLM review reads per unsolved task.
+REVIEW_TRANSCRIPTS = 3
 
 
 def filter_tasks(
-    lake: Lake, run_id: str, domain: Domain, task_ids: Sequence[str]
+    lake: Lake,
+    run_id: str,
+    domain: Domain,
+    task_ids: Sequence[str],
+    *,
+    settings: LLMSettings | None = None,
+    review_url: str | None = None,
 ) -> dict[str, int]:
-    """Task verdicts: gold replay succeeds, gold scores 1, doing nothing scores 0, and the pass
-    rate over the run's trials gives the difficulty band."""
+    """Task verdicts through the quality gates of ``scoring/gates.py``: gold replay succeeds and
+    is deterministic, gold scores 1, doing nothing and a perturbed call score 0, episodes were
+    scored, an unsolved task is not a task defect by the LLM review (the ``judge`` role at
+    ``review_url``; without one, unsolved tasks are kept and say they were not reviewed), and no
+    near duplicate of a task kept before it. Every rejection is stored with its reasons."""
     scores = (
         lake.read("scores")
         .filter((pl.col("run_id") == run_id) & (pl.col("domain_id") == domain.id))
@@ -302,32 +319,127 @@ def filter_tasks(
         .collect()
     )
     by_task = {r["task_id"]: r for r in scores.to_dicts()}
-    rows = []
-    for task_id in task_ids:
-        check = check_task(domain, domain.task(task_id))
-        trials = int(by_task.get(task_id, {}).get("trials") or 0)
-        successes = int(by_task.get(task_id, {}).get("successes") or 0)
-        rate = successes / trials if trials else 0.0
-        reasons = list(check.problems)
-        if trials == 0:
-            reasons.append("no scored episode")
-        rows.append(
-            {
-                "domain_id": domain.id,
-                "task_id": task_id,
-                "gold_replay_ok": not any("gold action" in p for p in check.problems),
-                "gold_scores_one": check.gold_pass,
-                "null_scores_zero": check.null_fail,
-                "trials": trials,
-                "successes": successes,
-                "pass_rate": rate,
-                "difficulty_band": difficulty_band(rate),
-                "accepted": check.ok and trials > 0,
-                "reasons": reasons,
-            }
-        )
+    found = {t: _gate_inputs(domain, t, by_task.get(t, {})) for t in task_ids}
+    unsolved = [t for t, g in found.items() if _unsolved(g)]
+    reviews, calls = _review_unsolved(lake, run_id, domain, unsolved, settings, review_url)
+    for task_id, (cause, reason) in reviews.items():
+        found[task_id] = replace(found[task_id], review_cause=cause, review_reason=reason)
+    survivors = [domain.task(i) for i, g in found.items() if gates.verdict(g).accepted]
+    for task_id, (twin, sim) in gates.near_duplicates(survivors).items():
+        similarity = f"scenario text similarity {sim:g} with {twin}"
+        g = found[task_id]
+        found[task_id] = replace(g, duplicate_of=twin, problems=(*g.problems, similarity))
+    rows = [_verdict_row(domain, g, gates.verdict(g)) for g in found.values()]
     lake.write("task_verdicts", rows, run_id)
-    return {"verdicts": len(rows), "accepted": sum(1 for r in rows if r["accepted"])}
+    lake.write("llm_calls", [llm_call_row(run_id, c) for c in calls], run_id, mode="insert")
+    return {
+        "verdicts": len(rows),
+        "accepted": sum(1 for r in rows if r["accepted"]),
+        "reviewed": len(reviews),
+        "task_defects": sum(1 for c, _ in reviews.values() if c == "task_defect"),
+        "near_duplicates": sum(1 for r in rows if r["duplicate_of"]),
+    }
+
+
+def _unsolved(g: gates.GateInputs) -> bool:
+    """Scored, never solved, and through every gate before the review."""
+    return g.trials > 0 and g.successes == 0 and gates.verdict(g).accepted
+
+
+def _gate_inputs(domain: Domain, task_id: str, scored: dict[str, Any]) -> gates.GateInputs:
+    task = domain.task(task_id)
+    check = check_task(domain, task)
+    try:
+        deterministic = gates.replay_deterministic(
+            replay_gold(domain, task), replay_gold(domain, task)
+        )
+    except TaskStateError:
+        deterministic = False
+    return gates.GateInputs(
+        task_id=task_id,
+        gold_replay_ok=check.gold_reward is not None
+        and not any("gold action" in p for p in check.problems),
+        gold_deterministic=deterministic,
+        gold_scores_one=check.gold_pass,
+        null_scores_zero=check.null_fail,
+        perturbed_scores_zero=check.perturbed_fail,
+        trials=int(scored.get("trials") or 0),
+        successes=int(scored.get("successes") or 0),
+        problems=tuple(check.problems),
+    )
+
+
+def _verdict_row(domain: Domain, g: gates.GateInputs, v: gates.GateVerdict) -> dict[str, Any]:
+    return {
+        "domain_id": domain.id,
+        "task_id": g.task_id,
+        "gold_replay_ok": g.gold_replay_ok,
+        "gold_scores_one": g.gold_scores_one,
+        "null_scores_zero": g.null_scores_zero,
+        "trials": g.trials,
+        "successes": g.successes,
+        "pass_rate": v.pass_rate,
+        "difficulty_band": v.difficulty_band,
+        "accepted": v.accepted,
+        "reasons": v.reasons,
+        "gold_deterministic": g.gold_deterministic,
+        "review_cause": g.review_cause,
+        "duplicate_of": g.duplicate_of,
+        "rejected_at": v.rejected_at,
+    }
+
+
+def _review_unsolved(
+    lake: Lake,
+    run_id: str,
+    domain: Domain,
+    task_ids: Sequence[str],
+    settings: LLMSettings | None,
+    review_url: str | None,
+) -> tuple[dict[str, tuple[str, str]], list[LLMCall]]:
+    """(cause, reason) per unsolved task from the LLM review of its failed transcripts; a
+    review that fails is recorded as ``review_failed`` (which keeps the task)."""
+    if not task_ids:
+        return {}, []
+    if settings is None or review_url is None:
+        return {t: ("not_reviewed", "no judge endpoint for the review") for t in task_ids}, []
+    rows = (
+        lake.read("episodes")
+        .filter(
+            (pl.col("run_id") == run_id)
+            & (pl.col("domain_id") == domain.id)
+            & pl.col("task_id").is_in(list(task_ids))
+        )
+        .sort("task_id", "trial")
+        .collect()
+        .to_dicts()
+    )
+    transcripts: dict[str, list[str]] = {t: [] for t in task_ids}
+    for r in rows:
+        if len(transcripts[r["task_id"]]) < REVIEW_TRANSCRIPTS:
+            transcripts[r["task_id"]].append(trajectory_from_row(r).transcript())
+
+    async def one(client: ChatClient, task_id: str) -> tuple[str, str]:
+        try:
+            review = await review_failures(
+                client,
+                domain.policy,
+                domain.task(task_id),
+                transcripts[task_id],
+                episode=f"{domain.id}/{task_id}/review",
+            )
+        except ReviewError as exc:
+            return "review_failed", str(exc)
+        return review.cause, review.reason
+
+    async def run() -> list[tuple[str, str]]:
+        async with Endpoints(recorder=log) as endpoints:
+            client = endpoints.client("judge", settings.judge, review_url)
+            return await asyncio.gather(*(one(client, t) for t in task_ids))
+
+    log = CallLog()
+    results = asyncio.run(run())
+    return dict(zip(task_ids, results, strict=True)), log.calls
 
 
 def curate_task_set(lake: Lake, run_id: str) -> dict[str, Any]:

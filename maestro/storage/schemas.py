@@ -218,8 +218,13 @@ _DEFS = [
             _s("difficulty_band"),
             _b("accepted"),
             pa.field("reasons", pa.list_(pa.string())),
+            _b("gold_deterministic"),
+            _s("review_cause"),
+            _s("duplicate_of"),
+            _s("rejected_at"),
         ],
-        "Filtering verdicts: which tasks passed the gates, their pass rate and difficulty band.",
+        "Filtering verdicts: which tasks passed the gates (the first gate failed, the LLM review's"
+        " cause for unsolved tasks, the near-duplicate twin), pass rate and difficulty band.",
     ),
     _table(
         "task_sets",

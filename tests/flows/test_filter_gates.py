@@ -1,0 +1,121 @@
+"""The filter stage's gates on a real lake: episodes simulated against the scripted server, the
+LLM review of unsolved tasks over real HTTP, near duplicates, verdict reasons, and the funnel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
+from maestro.domains import Domain, load_domain
+from maestro.flows import stages
+from maestro.flows.report import build_report, to_markdown
+from maestro.storage import Lake, LakeSettings
+from tests.simulation.test_runner import fast_settings, urls
+
+
+def _toy_with_a_clone(toy_copy: Path) -> Domain:
+    """The toy shop plus a copy of toy_cancel that only differs in its id."""
+    first = json.loads((toy_copy / "tasks.jsonl").read_text().splitlines()[0])
+    assert first["id"] == "toy_cancel"
+    first["id"] = "toy_cancel_again"
+    with (toy_copy / "tasks.jsonl").open("a") as f:
+        f.write(json.dumps(first) + "\n")
+    return load_domain(toy_copy)
+
+
+def _simulate_and_score(lake: Lake, domain: Domain, toy_copy: Path) -> list[str]:
+    """Two trials per task where the assistant does nothing: every task ends unsolved."""
+    ids = [t.id for t in domain.tasks]
+    params = stages.NightlyParams(run_id="r1", trials=2, ray_workers=0)
+    with ScriptedServer(ServerConfig(mode="nothing", domain_paths=[str(toy_copy)])) as server:
+        stages.simulate(lake, "r1", domain, ids, params, fast_settings(), urls(server))  # type: ignore[arg-type]
+    stages.score(lake, "r1", domain, fast_settings(), None)
+    return ids
+
+
+def review(cause: str, reason: str) -> Reply:
+    return Reply(content=json.dumps({"cause": cause, "reason": reason}))
+
+
+def test_review_rejects_task_defects_and_duplicates_are_removed(
+    scripted: ScriptedServer, toy_copy: Path, tmp_path: Path
+) -> None:
+    domain = _toy_with_a_clone(toy_copy)
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    ids = _simulate_and_score(lake, domain, toy_copy)
+    scripted.script("toy/toy_cancel/review", "judge", [review("assistant_failure", "never called")])
+    scripted.script(
+        "toy/toy_status/review", "judge", [review("task_defect", "the order id is never given")]
+    )
+    scripted.script(
+        "toy/toy_refuse/review",
+        "judge",
+        [Reply(content="I am not sure.")] * 2 + [Reply(content="{}")],
+    )
+    scripted.script(
+        "toy/toy_cancel_again/review", "judge", [review("assistant_failure", "no tool call")]
+    )
+
+    stats = stages.filter_tasks(
+        lake, "r1", domain, ids, settings=fast_settings(), review_url=scripted.base_url
+    )
+
+    assert stats == {
+        "verdicts": 4,
+        "accepted": 2,
+        "reviewed": 4,
+        "task_defects": 1,
+        "near_duplicates": 1,
+    }
+    rows = {
+        r["task_id"]: r
+        for r in lake.read("task_verdicts").filter(pl.col("run_id") == "r1").collect().to_dicts()
+    }
+    status = rows["toy_status"]
+    assert not status["accepted"] and status["rejected_at"] == "review"
+    assert status["review_cause"] == "task_defect"
+    assert "review: task_defect: the order id is never given" in status["reasons"]
+    cancel = rows["toy_cancel"]
+    assert cancel["accepted"] and cancel["difficulty_band"] == "unsolved"
+    assert cancel["review_cause"] == "assistant_failure" and cancel["gold_deterministic"]
+    assert (cancel["trials"], cancel["successes"]) == (2, 0)
+    refuse = rows["toy_refuse"]
+    assert refuse["accepted"] and refuse["review_cause"] == "review_failed"
+    assert any("malformed review output" in r for r in refuse["reasons"])
+    clone = rows["toy_cancel_again"]
+    assert not clone["accepted"] and clone["rejected_at"] == "near_duplicate"
+    assert clone["duplicate_of"] == "toy_cancel"
+    assert any("similarity 1" in r for r in clone["reasons"])
+    # Every review call is in the lake, the malformed ones included.
+    calls = lake.read("llm_calls").filter(pl.col("episode").str.ends_with("/review")).collect()
+    assert calls.height == 6
+
+    report = build_report(lake, "r1", fast_settings())
+    funnel = {r["stage"]: r["tasks"] for r in report.funnel}
+    assert funnel["tasks in scope"] == 4
+    assert funnel["simulated and scored"] == 4
+    assert funnel["not a task defect (review)"] == 3
+    assert funnel["not a near duplicate"] == funnel["accepted"] == 2
+    assert {(r["task"], r["gate"]) for r in report.rejections} == {
+        ("toy_status", "review"),
+        ("toy_cancel_again", "near_duplicate"),
+    }
+    markdown = to_markdown(report, None)
+    assert "## Rejected tasks" in markdown and "the order id is never given" in markdown
+
+
+def test_without_a_review_endpoint_unsolved_tasks_are_kept_and_say_so(
+    toy_copy: Path, tmp_path: Path
+) -> None:
+    domain = load_domain(toy_copy)
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    ids = _simulate_and_score(lake, domain, toy_copy)
+    stats = stages.filter_tasks(lake, "r1", domain, ids)
+    assert stats["accepted"] == 3 and stats["task_defects"] == 0
+    rows = lake.read("task_verdicts").collect().to_dicts()
+    assert all(r["review_cause"] == "not_reviewed" for r in rows)
+    assert all(any("no judge endpoint" in x for x in r["reasons"]) for r in rows)
+    assert lake.read("llm_calls").filter(pl.col("role") == "judge").collect().height == 0
