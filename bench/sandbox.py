@@ -56,11 +56,15 @@ def gold_replay_us(domain: Domain, repeat: int) -> tuple[float, int]:
     return statistics.median(runs), calls
 
 
-def restart_s(domain: Domain) -> float:
-    """Wall time of the call that follows a killed child (it starts a new one)."""
+def restart_s(domain: Domain, pause_s: float) -> float:
+    """Wall time of the call that follows a killed child ``pause_s`` later.
+
+    The successor starts in the background at the kill, so a pause (an LLM turn) hides it.
+    """
     toolkit = domain.toolkit
     assert isinstance(toolkit, SandboxToolkit)
     toolkit._discard_process()
+    time.sleep(pause_s)
     name, args = READ_CALLS[domain.id]
     started = time.perf_counter()
     assert toolkit.call(domain.start_session(), name, args).ok
@@ -90,7 +94,8 @@ def main() -> None:
         floor_us = per_call_us(sandboxed, "no_such_tool", {}, opts.calls, opts.repeat)
         gold_in_us, gold_calls = gold_replay_us(reference, opts.repeat)
         gold_sb_us, _ = gold_replay_us(sandboxed, opts.repeat)
-        restart = statistics.median(restart_s(sandboxed) for _ in range(3))
+        restart = statistics.median(restart_s(sandboxed, 0.0) for _ in range(3))
+        restart_paused = statistics.median(restart_s(sandboxed, 2.0) for _ in range(3))
         network = sandboxed.toolkit.start().get("network")
 
     result = {
@@ -107,6 +112,7 @@ def main() -> None:
         "gold_ratio": round(gold_sb_us / gold_in_us, 1),
         "child_start_s": round(start_s, 3),
         "child_restart_s": round(restart, 3),
+        "call_2s_after_restart_s": round(restart_paused, 4),
         "network_isolation": network,
         "calls": opts.calls,
         "repeat": opts.repeat,

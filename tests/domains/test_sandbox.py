@@ -463,3 +463,16 @@ def test_a_closed_toolkit_answers_and_does_not_restart(tmp_path: Path) -> None:
     out = toolkit.call(domain.start_session(), "get_order", {"order_id": "O1"})
     assert out.status == "sandbox" and "closed" in out.content
     assert toolkit.child_pid is None
+
+
+def test_a_killed_child_has_its_successor_started_in_the_background(hostile: Domain) -> None:
+    toolkit = hostile.toolkit
+    assert isinstance(toolkit, SandboxToolkit)
+    session = hostile.start_session()
+    assert toolkit.call(session, "read_passwd", {}).status == "sandbox"
+    spare = toolkit._spare
+    assert spare is not None, "the successor starts right after the kill"
+    spare.thread.join(30)
+    assert spare.error is None and spare.process.alive
+    assert toolkit.call(session, "get_order", {"order_id": "O1"}).ok
+    assert toolkit.child_pid == spare.process.pid

@@ -166,6 +166,12 @@ class SandboxProcess:
         except subprocess.TimeoutExpired:
             return None
 
+    def interrupt(self) -> None:
+        """SIGKILL the child but leave its pipes: a thread waiting on them sees it exit."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
     def kill(self) -> None:
         """Stop the child now (SIGKILL) and release its pipes. Idempotent."""
         proc, self._proc = self._proc, None

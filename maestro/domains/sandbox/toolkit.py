@@ -30,6 +30,23 @@ class _MirrorState:
     seen: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
+@dataclass
+class _Spare:
+    """A child starting in a background thread; ``error`` when its start failed."""
+
+    process: SandboxProcess
+    thread: threading.Thread
+    error: SandboxStartError | None = None
+
+    def run(self) -> None:
+        try:
+            self.process.start()
+        except SandboxStartError as exc:
+            self.error = exc
+        except Exception as exc:  # the thread must not die silently: the next call reports it
+            self.error = SandboxStartError(f"the sandbox child did not start: {exc!r}")
+
+
 class _ChildOutcome(BaseModel):
     """The outcome fields a child may send; anything else is a protocol violation."""
 
@@ -66,7 +83,10 @@ class SandboxToolkit(Toolkit):
         self._forgotten: list[int] = []
         self.restarts = 0
         self.closed = False
-        self._finalizer = weakref.finalize(self, _stop, [None])
+        self._spare: _Spare | None = None
+        # Every child this toolkit runs, so that dropping the toolkit stops them too.
+        self._children: list[SandboxProcess] = []
+        weakref.finalize(self, _stop, self._children)
 
     # ----- process -----------------------------------------------------------------------------
 
@@ -78,32 +98,73 @@ class SandboxToolkit(Toolkit):
     def _ensure_process(self) -> SandboxProcess:
         if self.closed:
             raise ChildFailure("closed", "the sandbox toolkit is closed")
-        if self._process is None or not self._process.alive:
-            if self._process is not None:
-                self._process.kill()
-                self.restarts += 1
-            process = SandboxProcess(self.limits, self._init)
-            self._process = process
-            self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _stop, [process])
-            self._generation += 1
-            try:
-                process.start()
-            except SandboxStartError as exc:
-                self._process = None
-                found = "; ".join(f"{f}:{where}: {msg}" for f, where, msg in exc.problems)
-                raise ChildFailure(
-                    "start", f"{exc.reason}: {found}" if found else exc.reason
-                ) from None
+        if self._process is not None and self._process.alive:
+            return self._process
+        if self._process is not None:
+            self._retire(self._process)
+            self.restarts += 1
+        self._process = None
+        self._generation += 1
+        try:
+            self._process = self._started_spare() or self._start_now()
+        except SandboxStartError as exc:
+            found = "; ".join(f"{f}:{where}: {msg}" for f, where, msg in exc.problems)
+            reason = f"{exc.reason}: {found}" if found else exc.reason
+            raise ChildFailure("start", reason) from None
         return self._process
+
+    def _start_now(self) -> SandboxProcess:
+        process = SandboxProcess(self.limits, self._init)
+        self._children.append(process)
+        try:
+            process.start()
+        except SandboxStartError:
+            self._retire(process)
+            raise
+        return process
+
+    def _prestart(self) -> None:
+        """Start the next child in the background, while the caller does something else.
+
+        A killed child's successor then costs the next call nothing when the call comes later
+        than the start takes (in an episode, the LLM's next turn).
+        """
+        if self.closed or self._spare is not None:
+            return
+        process = SandboxProcess(self.limits, self._init)
+        self._children.append(process)
+        spare = _Spare(process, threading.Thread())
+        spare.thread = threading.Thread(target=spare.run, name="maestro-sandbox-start", daemon=True)
+        self._spare = spare
+        spare.thread.start()
+
+    def _started_spare(self) -> SandboxProcess | None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        spare.thread.join(self.limits.startup_timeout_s + 5.0)
+        if spare.error is not None or not spare.process.alive:
+            self._retire(spare.process)
+            if spare.error is not None:
+                raise spare.error
+            return None
+        return spare.process
+
+    def _retire(self, process: SandboxProcess) -> None:
+        process.kill()
+        if process in self._children:
+            self._children.remove(process)
 
     def close(self) -> None:
         """Stop the child; later calls answer with a sandbox error. Idempotent."""
         with self._lock:
             self.closed = True
-            if self._process is not None:
-                self._process.kill()
-                self._process = None
+            self._process = None
+            spare, self._spare = self._spare, None
+            if spare is not None:  # let its start fail on its own before the pipes close
+                spare.process.interrupt()
+                spare.thread.join(5.0)
+            _stop(self._children)
 
     @property
     def child_pid(self) -> int | None:
@@ -216,8 +277,10 @@ class SandboxToolkit(Toolkit):
             mirror.seen[(table, key)] = overlay[table][key]
 
     def _discard_process(self) -> None:
+        """Kill the child after a failure or a refusal, and start its successor now."""
         if self._process is not None:
             self._process.kill()
+        self._prestart()
 
     def _failure_text(
         self, name: str, limit: float, exc: ChildFailure
@@ -265,6 +328,7 @@ def _delta(
     return sync, now
 
 
-def _stop(holder: list[SandboxProcess | None]) -> None:
-    if holder[0] is not None:
-        holder[0].kill()
+def _stop(children: list[SandboxProcess]) -> None:
+    for child in list(children):
+        child.kill()
+    children.clear()
