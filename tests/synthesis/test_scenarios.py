@@ -18,6 +18,7 @@ from maestro.agents.codegen.scenarios import (
     RefusalDraft,
     ScenarioDraft,
     TaskSynthesis,
+    grounding_problems,
     more_library_tasks,
     parse_draft,
     plan_walks,
@@ -204,3 +205,21 @@ def test_more_tasks_for_a_library_domain(scripted: ScriptedServer, tmp_path: Pat
     with (copy / "tasks.jsonl").open("a") as f:
         f.write(tasks_jsonl(out.tasks))
     assert len(load_domain(copy).tasks) == len(hotel.tasks) + 2
+
+
+def test_grounding_accepts_a_number_however_it_is_written() -> None:
+    base = {
+        "persona": "p",
+        "reason_for_call": "r",
+        "known_info": "k",
+        "task_instructions": "t",
+        "nl_assertions": ["a"],
+    }
+    told = ScenarioDraft.model_validate(
+        {**base, "known_info": "Refund 40 to payment PAY9, 6 instalments."}
+    )
+    assert (
+        grounding_problems(told, {"amount": 40.0, "payment_id": "PAY9", "n": 6, "ok": True}) == []
+    )
+    (problem,) = grounding_problems(told, {"amount": 45.5, "payment_id": "PAY1"})
+    assert "amount=45.5" in problem and "payment_id=PAY1" in problem

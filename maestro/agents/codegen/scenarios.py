@@ -181,12 +181,18 @@ def grounding_problems(draft: ScenarioDraft, user_values: dict[str, Any]) -> lis
     missing = []
     for name, value in user_values.items():
         for v in value if isinstance(value, list) else [value]:
-            text = json.dumps(v) if isinstance(v, bool) else str(v)
             if isinstance(v, bool):
                 continue  # a yes/no the customer expresses in words
-            if text.casefold() not in told:
-                missing.append(f"{name}={text}")
+            if not any(form.casefold() in told for form in _spellings(v)):
+                missing.append(f"{name}={v}")
     return [f"known_info must state the exact value(s) {', '.join(missing)}"] if missing else []
+
+
+def _spellings(value: Any) -> list[str]:
+    """Ways a value may be written: a number as 40, 40.0 or 40.00."""
+    if isinstance(value, int | float):
+        return [str(value), f"{value:g}", f"{value:.2f}"]
+    return [str(value)]
 
 
 def plan_walks(
