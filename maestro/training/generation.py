@@ -88,9 +88,13 @@ class ChatGenerator:
         return message
 
     def chat(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        max_new_tokens: int | None = None,
     ) -> tuple[Message, int, int]:
         """One reply to a chat-completions request: the message, prompt and completion tokens."""
         prompt = self.encode(self.render(messages, tools, generation_prompt=True))
-        new = self.sample(prompt)
+        cap = self.sampling.max_new_tokens
+        new = self.sample(prompt, min(cap, max_new_tokens) if max_new_tokens else cap)
         return self.parse(new, tools), len(prompt), len(new)

@@ -3,6 +3,7 @@ run a few steps; GRPO's logged rewards are the real scorer's."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from statistics import mean
@@ -31,7 +32,7 @@ def test_sft_loss_falls_on_a_fixed_batch(
     result = train(settings, ds, tmp_path / "run")
     losses = [h["loss"] for h in result.log_history if "loss" in h]
     assert len(losses) == 4
-    assert all(b < a for a, b in zip(losses, losses[1:], strict=False)), losses
+    assert all(b < a for a, b in itertools.pairwise(losses)), losses
     assert result.model_dir and (Path(result.model_dir) / "config.json").is_file()
     assert list((tmp_path / "run" / "runs").rglob("events.out.tfevents.*"))  # TensorBoard
 

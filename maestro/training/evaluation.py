@@ -1,0 +1,135 @@
+"""Evaluate a trained model: serve it over HTTP, run its episodes on the held-out tasks of a
+task set with the usual simulation and scoring, and write episodes, scores and an evaluations
+row. The model is one more OpenAI-compatible assistant; nothing here is special to training."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, Field
+
+from maestro.agents.settings import LLMSettings
+from maestro.domains import Domain
+from maestro.flows.records import episode_row, score_row
+from maestro.flows.simulate import score_batch
+from maestro.scoring import mean_pass_hat_k
+from maestro.simulation.episode import EpisodeLimits
+from maestro.simulation.runner import BatchConfig, make_jobs, run_batch
+from maestro.storage import Lake
+from maestro.training.generation import ChatGenerator, SamplingSettings
+from maestro.training.models import BaseModelSpec, load_model, load_tokenizer
+from maestro.training.serving import ModelServer
+
+
+class EvaluationError(Exception):
+    """Nothing to evaluate: no held-out task, unknown task set or model."""
+
+
+class EvaluationSettings(BaseModel):
+    split: str = "test"
+    trials: int = Field(1, ge=1)
+    limits: EpisodeLimits = Field(
+        default_factory=lambda: EpisodeLimits(max_turns=8, deadline_s=600)
+    )
+    sampling: SamplingSettings = Field(
+        default_factory=lambda: SamplingSettings(max_new_tokens=256, temperature=0.0)
+    )
+    judge: bool = True
+    concurrency: int = Field(4, ge=1)
+
+
+def held_out_tasks(
+    lake: Lake, domains: Mapping[str, Domain], task_set_id: str, split: str
+) -> dict[str, list[str]]:
+    """The task set's tasks in ``split``, by domain id."""
+    sets = lake.read("task_sets").filter(pl.col("task_set_id") == task_set_id).collect()
+    if sets.is_empty():
+        raise EvaluationError(f"task set {task_set_id!r} is not in the task_sets table")
+    out: dict[str, list[str]] = defaultdict(list)
+    for ref in sets.row(0, named=True)["tasks"] or []:
+        domain = domains.get(ref["domain_id"])
+        if domain is None:
+            raise EvaluationError(
+                f"task set names domain {ref['domain_id']!r}, which is not loaded"
+            )
+        if domain.task(ref["task_id"]).split == split:
+            out[domain.id].append(ref["task_id"])
+    if not out:
+        raise EvaluationError(f"task set {task_set_id!r} has no task in split {split!r}")
+    return dict(out)
+
+
+def evaluate_model(
+    lake: Lake,
+    run_id: str,
+    model_id: str,
+    model_dir: Path,
+    task_set_id: str,
+    domains: Mapping[str, Domain],
+    llm: LLMSettings,
+    settings: EvaluationSettings | None = None,
+) -> dict[str, Any]:
+    """Serve the model, run and score its episodes, write them and the evaluations row."""
+    settings = settings or EvaluationSettings()
+    tasks = held_out_tasks(lake, domains, task_set_id, settings.split)
+    spec = BaseModelSpec(kind="path", path=str(model_dir))
+    tokenizer = load_tokenizer(spec)
+    gen = ChatGenerator(load_model(spec, tokenizer), tokenizer, settings.sampling)
+    config = BatchConfig(concurrency=settings.concurrency, limits=settings.limits)
+    episodes, scores = [], []
+    with ModelServer(gen, model_id) as server:
+        local = llm.model_copy(deep=True)
+        local.assistant.base_url = server.base_url
+        local.assistant.model = model_id
+        for domain_id, task_ids in tasks.items():
+            domain = domains[domain_id]
+            jobs = make_jobs(domain, task_ids, settings.trials)
+            batch = asyncio.run(run_batch(jobs, local, None, config))
+            judge_url = local.judge.base_url if settings.judge else None
+            cards = asyncio.run(score_batch(domain, batch, local, judge_url))
+            user = local.user.model or "default"
+            for e, card in zip(batch.episodes, cards, strict=True):
+                episodes.append(episode_row(run_id, e, domain.manifest.version, model_id, user))
+                scores.append(score_row(run_id, e, card, model_id))
+    lake.write("episodes", episodes, run_id)
+    lake.write("scores", scores, run_id)
+    return _record(lake, run_id, model_id, task_set_id, settings, episodes, scores)
+
+
+def _record(
+    lake: Lake,
+    run_id: str,
+    model_id: str,
+    task_set_id: str,
+    settings: EvaluationSettings,
+    episodes: list[dict[str, Any]],
+    scores: list[dict[str, Any]],
+) -> dict[str, Any]:
+    trials: dict[str, list[bool]] = defaultdict(list)
+    for s in scores:
+        trials[f"{s['domain_id']}/{s['task_id']}"].append(bool(s["passed"]))
+    rewards = [s["reward"] for s in scores if s["complete"]]
+    report = {
+        "split": settings.split,
+        "trials": settings.trials,
+        "per_task": {k: sum(v) / len(v) for k, v in sorted(trials.items())},
+        "terminations": dict(Counter(e["termination"] for e in episodes)),
+        "incomplete_scores": sum(1 for s in scores if not s["complete"]),
+    }
+    row = {
+        "evaluation_id": f"{model_id}/{task_set_id}/{settings.split}/{run_id}",
+        "model_id": model_id,
+        "task_set_id": task_set_id,
+        "episodes": len(episodes),
+        "pass_hat_1": mean_pass_hat_k(trials, 1),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+        "report_json": json.dumps(report, sort_keys=True),
+    }
+    lake.write("evaluations", [row], run_id)
+    return row
