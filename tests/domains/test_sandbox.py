@@ -205,11 +205,17 @@ def test_library_and_fixture_sources_pass_the_static_check() -> None:
         ("    name: 'exec(\"1\")' = ''", "string annotation"),
         ("    name: str = 'a' * 10", "BinOp is not allowed"),
         ("    name: Annotated[str, Ref(lookup())]", "may be called"),
+        # pydantic runs these in the host: a callable, or Python's backtracking regex engine
+        ("    name: str = Field(json_schema_extra=print)", "Field(json_schema_extra=...)"),
+        ("    model_config = ConfigDict(regex_engine='python-re')", "ConfigDict(regex_engine"),
+        ("    model_config = {'regex_engine': 'python-re'}", "model_config keys must be"),
+        ("    model_config = make_config", "model_config must be ConfigDict"),
     ],
 )
 def test_models_may_only_declare(line: str, rule: str) -> None:
     source = (
-        "from typing import Annotated\nfrom maestro.domains.sdk import Record, Ref\n\n"
+        "from typing import Annotated\nfrom pydantic import ConfigDict, Field\n"
+        "from maestro.domains.sdk import Record, Ref\n\n"
         f"class Customer(Record):\n    customer_id: str\n{line}\n"
     )
     problems = check_models_source(source)

@@ -21,7 +21,8 @@ from typing import Any
 from maestro.domains import sdk
 from maestro.domains.errors import Problem
 from maestro.domains.runtime import ToolDefinitionError, ToolSpec, spec_from_function
-from maestro.domains.sandbox.static import STDLIB_ALLOWED, type_expression_problem, where
+from maestro.domains.sandbox.declarations import type_expression_problem, where
+from maestro.domains.sandbox.static import STDLIB_ALLOWED
 
 _SAFE_BUILTINS = {
     name: getattr(builtins, name)
