@@ -94,6 +94,21 @@ HOSTILE = [
 
 ADD_AND_REMOVE = '''
 
+@tool("read")
+def everyday_stdlib(db: Database, day: str) -> str:
+    """Ordinary standard-library work a generated tool does.
+
+    Args:
+        day: A day, written YYYY-MM-DD.
+    """
+    import calendar, json, re, statistics
+    from datetime import datetime
+    from decimal import Decimal
+    parsed = datetime.strptime(day, "%Y-%m-%d")
+    fee = Decimal("12.345").quantize(Decimal("0.01"))
+    mean = statistics.mean([1, 2, 3])
+    return json.dumps([calendar.day_name[parsed.weekday()], str(fee), mean, re.sub("-", "", day)])
+
 @tool("write")
 def add_and_remove(db: Database, sku: str) -> str:
     """Add a product and remove it again.
@@ -482,3 +497,9 @@ def test_a_killed_child_has_its_successor_started_in_the_background(hostile: Dom
     assert spare.error is None and spare.process.alive
     assert toolkit.call(session, "get_order", {"order_id": "O1"}).ok
     assert toolkit.child_pid == spare.process.pid
+
+
+def test_everyday_standard_library_work_runs_in_the_sandbox(hostile: Domain) -> None:
+    out = hostile.toolkit.call(hostile.start_session(), "everyday_stdlib", {"day": "2026-03-15"})
+    assert out.ok, out.content
+    assert out.content == '["Sunday", "12.34", 2, "20260315"]'

@@ -151,7 +151,9 @@ def _leave_network() -> str:
 def _load_trusted(init: dict[str, Any], problems: list[Problem]) -> _Runtime | None:
     """models.py (declarations only, checked), the base state, and tools.py compiled."""
     root = Path(init["root"])
-    for module in sorted(STDLIB_ALLOWED):  # tools.py's imports find them loaded: no import event
+    # tools.py's imports find these loaded (no import event); _strptime is what
+    # datetime.strptime imports on its first call.
+    for module in [*sorted(STDLIB_ALLOWED), "_strptime"]:
         importlib.import_module(module)
     try:
         package = loader._make_package(root, init["domain_id"])
