@@ -6,11 +6,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from maestro.domains import loader
 from maestro.domains.errors import DomainLoadError, Problem
 from maestro.domains.package import Domain
+from maestro.domains.runtime import ToolSpec
 from maestro.domains.sandbox.limits import SandboxLimits
 from maestro.domains.sandbox.process import ChildFailure
 from maestro.domains.sandbox.signatures import specs_from_source
@@ -65,7 +67,7 @@ def _open(
     state = loader._load_db(root, tables, problems) if tables is not None else None
     policy = loader._load_policy(root, problems)
     models = sys.modules.get(f"{package}.models")
-    specs = specs_from_source(tools_source, models, problems) if models else []
+    specs = _host_specs(tools_source, models, problems) if models else []
     if manifest is None or tables is None or state is None or problems:
         raise DomainLoadError(str(root), problems)
     init: dict[str, Any] = {
@@ -86,6 +88,15 @@ def _open(
         toolkit.close()
         raise
     return domain
+
+
+def _host_specs(source: str, models: ModuleType, problems: list[Problem]) -> list[ToolSpec]:
+    try:
+        return specs_from_source(source, models, problems)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        # Reached only with the static check bypassed: it reports these first otherwise.
+        problems.append(Problem("tools.py", "", f"cannot be read: {type(exc).__name__}: {exc}"))
+        return []
 
 
 def _read(root: Path, name: str, problems: list[Problem]) -> str | None:
