@@ -503,3 +503,18 @@ def test_everyday_standard_library_work_runs_in_the_sandbox(hostile: Domain) -> 
     out = hostile.toolkit.call(hostile.start_session(), "everyday_stdlib", {"day": "2026-03-15"})
     assert out.ok, out.content
     assert out.content == '["Sunday", "12.34", 2, "20260315"]'
+
+
+def test_a_parameter_type_defined_in_tools_py_is_a_load_problem(tmp_path: Path) -> None:
+    tools = TOY_TOOLS + (
+        "\n\nclass Window:\n    pass\n\n\n"
+        '@tool("read")\ndef in_window(db: Database, window: Window) -> str:\n'
+        '    """Orders in a window.\n\n    Args:\n        window: The window.\n    """\n'
+        '    return ""\n'
+    )
+    root = make_package(tmp_path, "toy", tools)
+    with pytest.raises(DomainLoadError) as err:
+        _open(root, LIMITS, check_gold=False, check_tools=True)
+    at = tools.index("Window) -> str")
+    line, col = tools[:at].count("\n") + 1, at - tools.rindex("\n", 0, at)
+    assert f"tools.py:line {line} col {col}: in_window: the type of 'window'" in str(err.value)
