@@ -221,6 +221,17 @@ class TrainResult(BaseModel):
     tensorboard_dir: str
 
 
+def _save(trainer: Trainer, settings: RecipeSettings, output_dir: Path, model_dir: str) -> None:
+    """The full model in ``model_dir`` (servable as is); with LoRA, the adapters apart too."""
+    if settings.lora is None:
+        trainer.save_model(model_dir)
+        return
+    trainer.save_model(str(output_dir / "adapter"))
+    if trainer.is_world_process_zero():
+        peft_model: Any = trainer.accelerator.unwrap_model(trainer.model)
+        peft_model.merge_and_unload().save_pretrained(model_dir)
+
+
 def train(
     settings: RecipeSettings,
     dataset: TrainingDataset,
@@ -251,7 +262,7 @@ def train(
     model_dir: str | None = None
     if settings.save_model:
         model_dir = str(output_dir / "model")
-        trainer.save_model(model_dir)
+        _save(trainer, settings, output_dir, model_dir)
         tokenizer.save_pretrained(model_dir)
     return TrainResult(
         method=settings.method,

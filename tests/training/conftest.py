@@ -3,6 +3,14 @@ the toy domain's tasks, scored episodes and a task set."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +78,53 @@ def toy_lake(tmp_path: Path, toy: Domain) -> Lake:
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     fill_lake(lake, toy, ["toy_cancel", "toy_status"])
     return lake
+
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ray_head(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A one-node Ray cluster of our own: its temp dir under the test's tmp folder, its own
+    ports, token auth off (a local test cluster), stopped by its process group at the end."""
+    temp = tmp_path_factory.mktemp("ray")
+    dashboard = free_port()
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    cmd = [
+        RAY, "start", "--head", "--block", f"--temp-dir={temp}",
+        f"--port={free_port()}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+        f"--dashboard-agent-listen-port={free_port()}", f"--ray-client-server-port={free_port()}",
+        "--num-cpus=2", "--num-gpus=0", "--include-dashboard=true", "--disable-usage-stats",
+    ]  # fmt: skip
+    log = (temp / "head.log").open("w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{dashboard}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/version", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        f"Ray head did not start: {(temp / 'head.log').read_text()[-2000:]}"
+                    )
+                time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # its graceful stop can take 20 s: not worth waiting
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=20)
