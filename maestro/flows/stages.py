@@ -321,7 +321,11 @@ def filter_tasks(
     by_task = {r["task_id"]: r for r in scores.to_dicts()}
     found = {t: _gate_inputs(domain, t, by_task.get(t, {})) for t in task_ids}
     unsolved = [t for t, g in found.items() if _unsolved(g)]
-    reviews, calls = _review_unsolved(lake, run_id, domain, unsolved, settings, review_url)
+    # A re-run of the stage keeps the reviews it already stored instead of asking again.
+    reviews = {t: r for t, r in _stored_reviews(lake, run_id, domain).items() if t in unsolved}
+    todo = [t for t in unsolved if t not in reviews]
+    fresh, calls = _review_unsolved(lake, run_id, domain, todo, settings, review_url)
+    reviews |= fresh
     for task_id, (cause, reason) in reviews.items():
         found[task_id] = replace(found[task_id], review_cause=cause, review_reason=reason)
     survivors = [domain.task(i) for i, g in found.items() if gates.verdict(g).accepted]
@@ -387,6 +391,25 @@ def _verdict_row(domain: Domain, g: gates.GateInputs, v: gates.GateVerdict) -> d
         "duplicate_of": g.duplicate_of,
         "rejected_at": v.rejected_at,
     }
+
+
+def _stored_reviews(lake: Lake, run_id: str, domain: Domain) -> dict[str, tuple[str, str]]:
+    """(cause, reason) of the LLM reviews this run's verdicts already hold."""
+    rows = (
+        lake.read("task_verdicts")
+        .filter((pl.col("run_id") == run_id) & (pl.col("domain_id") == domain.id))
+        .select("task_id", "review_cause", "reasons")
+        .collect()
+        .to_dicts()
+    )
+    out = {}
+    for r in rows:
+        cause = r["review_cause"]
+        if cause in gates.REVIEW_CAUSES:
+            prefix = f"review: {cause}: "
+            said = [x[len(prefix) :] for x in r["reasons"] or [] if x.startswith(prefix)]
+            out[r["task_id"]] = (cause, said[0] if said else "")
+    return out
 
 
 def _review_unsolved(

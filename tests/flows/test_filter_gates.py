@@ -106,6 +106,18 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
     markdown = to_markdown(report, None)
     assert "## Rejected tasks" in markdown and "the order id is never given" in markdown
 
+    # Re-running the stage keeps the stored reviews; only the failed one is asked again.
+    scripted.script("toy/toy_refuse/review", "judge", [review("user_simulator_error", "left")])
+    again = stages.filter_tasks(
+        lake, "r1", domain, ids, settings=fast_settings(), review_url=scripted.base_url
+    )
+    assert again["accepted"] == 2 and again["task_defects"] == 1
+    rows = {r["task_id"]: r for r in lake.read("task_verdicts").collect().to_dicts()}
+    assert len(rows) == 4 and rows["toy_refuse"]["review_cause"] == "user_simulator_error"
+    assert "review: task_defect: the order id is never given" in rows["toy_status"]["reasons"]
+    calls = lake.read("llm_calls").filter(pl.col("episode").str.ends_with("/review")).collect()
+    assert calls.height == 7
+
 
 def test_without_a_review_endpoint_unsolved_tasks_are_kept_and_say_so(
     toy_copy: Path, tmp_path: Path
