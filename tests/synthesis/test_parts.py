@@ -59,8 +59,8 @@ def test_the_scripted_blueprint_is_valid_and_renders_safe_models() -> None:
             "operation get_rental: a read operation cannot set fields",
         ),
         (
-            lambda d: d["entities"][0]["fields"].update(age="number"),
-            "unknown field type 'number'",
+            lambda d: d["entities"][0]["fields"].update(age="money"),
+            "unknown field type 'money'",
         ),
         (lambda d: d.pop("operations"), "operations: Field required"),
     ],
@@ -173,3 +173,27 @@ def test_a_blueprint_that_copies_the_prompts_example_is_caught() -> None:
 
     assert copies_example(parse_blueprint(copy.deepcopy(BLUEPRINT_EXAMPLE)))
     assert not copies_example(parse_blueprint(blueprint()))
+
+
+def test_a_small_models_usual_slips_are_forgiven() -> None:
+    data = blueprint()
+    rental = data["entities"][1]
+    rental["prefix"] = "rental"
+    rental["fields"] = {
+        "rental_id": "string",
+        "customer_id": "ref:customers",
+        "status": "enum:[active, returned, cancelled]",
+        "days": "Integer",
+        "starts": "datetime",
+    }
+    data["operations"][1]["requires"] = {"status": "active"}
+    bp = parse_blueprint(data)
+    entity = bp.entity("rentals")
+    assert entity.prefix == "R"
+    assert entity.fields == {
+        "customer_id": "ref:customers",
+        "status": "enum:active|returned|cancelled",
+        "days": "int",
+        "starts": "str",
+    }
+    assert bp.operation("return_rental").requires == {"status": ["active"]}

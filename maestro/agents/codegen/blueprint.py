@@ -192,10 +192,73 @@ def _operation_problems(op: Operation, tables: dict[str, Entity]) -> list[str]:
     return problems
 
 
+_TYPE_ALIASES = {
+    "string": "str",
+    "text": "str",
+    "date": "str",
+    "datetime": "str",
+    "time": "str",
+    "email": "str",
+    "integer": "int",
+    "number": "float",
+    "decimal": "float",
+    "boolean": "bool",
+}
+
+
+def _type_text(text: Any) -> Any:
+    """Common spellings of a field type in the blueprint language (dates are ISO strings)."""
+    if not isinstance(text, str):
+        return text
+    low = text.strip()
+    if low.lower() in _TYPE_ALIASES:
+        return _TYPE_ALIASES[low.lower()]
+    if low.lower().startswith("enum:"):
+        values = re.split(r"[|,]", low[5:].strip("[]() "))
+        return "enum:" + "|".join(v.strip().strip("'\"") for v in values if v.strip())
+    return low.lower() if low.lower() in SCALARS else low
+
+
+def _entity(raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        return raw
+    e = dict(raw)
+    if isinstance(e.get("fields"), dict):
+        e["fields"] = {k: _type_text(v) for k, v in e["fields"].items() if k != e.get("key")}
+    prefix = e.get("prefix")
+    if isinstance(prefix, str) and not re.match(r"^[A-Z]{1,3}$", prefix) and prefix[:1].isalpha():
+        e["prefix"] = prefix[0].upper()
+    return e
+
+
+def _operation(raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        return raw
+    op = dict(raw)
+    if isinstance(op.get("params"), dict):
+        op["params"] = {k: _type_text(v) for k, v in op["params"].items()}
+    if isinstance(op.get("requires"), dict):
+        op["requires"] = {k: v if isinstance(v, list) else [v] for k, v in op["requires"].items()}
+    return op
+
+
+def normalise_blueprint(data: dict[str, Any]) -> dict[str, Any]:
+    """Forgive a small model's usual slips that change no meaning: type spellings (``string``,
+    ``integer``, ``datetime`` as an ISO string), ``enum:[a, b]``, a word as the key prefix, the
+    key repeated among the fields, a single allowed value not in a list."""
+    out = dict(data)
+    if isinstance(out.get("entities"), list):
+        out["entities"] = [_entity(e) for e in out["entities"]]
+    if isinstance(out.get("operations"), list):
+        out["operations"] = [_operation(o) for o in out["operations"]]
+    return out
+
+
 def parse_blueprint(data: Any, *, industry: str | None = None) -> Blueprint:
     """Validate the LLM's blueprint; :class:`BlueprintError` lists every problem found."""
     if not isinstance(data, dict):
         raise BlueprintError(f"the blueprint must be a JSON object, not {type(data).__name__}")
+    data = normalise_blueprint(data)
     if industry and not data.get("industry"):
         data = {**data, "industry": industry}
     try:
