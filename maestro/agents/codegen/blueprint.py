@@ -206,6 +206,10 @@ _TYPE_ALIASES = {
 }
 
 
+def _snake(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+
+
 def _type_text(text: Any) -> Any:
     """Common spellings of a field type in the blueprint language (dates are ISO strings)."""
     if not isinstance(text, str):
@@ -235,6 +239,8 @@ def _operation(raw: Any) -> Any:
     if not isinstance(raw, dict):
         return raw
     op = dict(raw)
+    if isinstance(op.get("name"), str):
+        op["name"] = _snake(op["name"])
     if isinstance(op.get("params"), dict):
         op["params"] = {k: _type_text(v) for k, v in op["params"].items()}
     if isinstance(op.get("requires"), dict):
@@ -243,10 +249,14 @@ def _operation(raw: Any) -> Any:
 
 
 def normalise_blueprint(data: dict[str, Any]) -> dict[str, Any]:
-    """Forgive a small model's usual slips that change no meaning: type spellings (``string``,
+    """Forgive a small model's usual slips that change no meaning: ``Kebab-Case`` names where
+    snake_case is meant, type spellings (``string``,
     ``integer``, ``datetime`` as an ISO string), ``enum:[a, b]``, a word as the key prefix, the
     key repeated among the fields, a single allowed value not in a list."""
     out = dict(data)
+    for key in ("domain_id",):
+        if isinstance(out.get(key), str):
+            out[key] = _snake(out[key])
     if isinstance(out.get("entities"), list):
         out["entities"] = [_entity(e) for e in out["entities"]]
     if isinstance(out.get("operations"), list):

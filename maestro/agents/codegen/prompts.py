@@ -14,58 +14,16 @@ from maestro.agents.codegen.blueprint import Blueprint, Operation
 
 SYSTEM = "You are a careful software engineer. Answer with exactly what is asked, nothing else."
 
-#: An example far from any default brief, so that a model that copies it is caught (see
-#: :func:`copies_example`), not mistaken for a design.
-BLUEPRINT_EXAMPLE = {
-    "domain_id": "parking_permits",
-    "name": "Parking permits",
-    "description": "Drivers hold monthly parking permits.",
-    "entities": [
-        {
-            "name": "Driver",
-            "table": "drivers",
-            "key": "driver_id",
-            "prefix": "D",
-            "fields": {"name": "str", "plate": "str"},
-        },
-        {
-            "name": "Permit",
-            "table": "permits",
-            "key": "permit_id",
-            "prefix": "P",
-            "fields": {
-                "driver_id": "ref:drivers",
-                "status": "enum:valid|suspended",
-                "months": "int",
-            },
-        },
-    ],
-    "operations": [
-        {
-            "name": "get_permit",
-            "kind": "read",
-            "table": "permits",
-            "description": "Look up a permit.",
-            "params": {"permit_id": "str"},
-        },
-        {
-            "name": "suspend_permit",
-            "kind": "write",
-            "table": "permits",
-            "description": "Suspend a valid permit.",
-            "params": {"permit_id": "str"},
-            "requires": {"status": ["valid"]},
-            "sets": {"status": "suspended"},
-        },
-    ],
-    "rules": ["Only valid permits can be suspended."],
-}
-
-
-def copies_example(bp: Blueprint) -> bool:
-    """True when the blueprint reuses the example's tables instead of designing the brief's."""
-    example = {e["table"] for e in BLUEPRINT_EXAMPLE["entities"]}  # type: ignore[index]
-    return bool(example & {e.table for e in bp.entities})
+#: The blueprint's shape with placeholders: a small model given a concrete example copies it
+#: (measured: the embedded model returned the example's tables for all three default briefs).
+BLUEPRINT_SKELETON = """{"domain_id": "<snake_case id>", "name": "<name>", "description": "<one sentence>",
+ "entities": [{"name": "<CamelCase>", "table": "<plural snake_case>", "key": "<singular>_id",
+   "prefix": "<one capital letter>",
+   "fields": {"<field>": "str | int | float | bool | ref:<table> | enum:<a>|<b>"}}],
+ "operations": [{"name": "<verb_noun>", "kind": "read | write", "table": "<table>",
+   "description": "<what it does>", "params": {"<singular>_id": "str"},
+   "requires": {"<enum field>": ["<allowed value>"]}, "sets": {"<enum field>": "<new value>"}}],
+ "rules": ["<policy rule>"]}"""
 
 
 class ParseError(ValueError):
@@ -106,12 +64,12 @@ def blueprint_messages(
     brief: str, industry: str | None, feedback: str | None
 ) -> list[dict[str, str]]:
     lines = [
-        f"Design a customer-service domain for this brief: {brief}",
+        f"Design the data and operations of a customer-service system for: {brief}",
         f"Industry: {industry}." if industry else "",
-        "Answer with one JSON object shaped exactly like this example:",
-        json.dumps(BLUEPRINT_EXAMPLE),
-        "Use 2 or 3 entities and 3 or 4 operations. Field types: str, int, float, bool, "
-        "ref:<table>, enum:a|b. Each operation's params must include its table's key.",
+        "Answer with one JSON object in this shape (replace every <...>):",
+        BLUEPRINT_SKELETON,
+        "Use 2 or 3 entities and 3 or 4 operations. Each operation's params must include its "
+        "table's key. A write operation requires and sets values of an enum field.",
     ]
     if feedback:
         lines.append(f"Your previous answer was rejected: {feedback}. Fix it.")

@@ -183,9 +183,6 @@ class SynthesisTeam:
             bp = parse_blueprint(extract_json(text), industry=state.get("industry"))
         except (ParseError, BlueprintError) as exc:
             return self._failed(state, att, "blueprint", str(exc), attempts=attempts)
-        if prompts.copies_example(bp):
-            error = "it copies the example's tables; design the tables this brief needs"
-            return self._failed(state, att, "blueprint", error, attempts=attempts)
         models = models_source(bp)
         problems = check_models_source(models, "models.py")
         if problems:
