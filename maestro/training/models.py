@@ -115,6 +115,30 @@ def smollm2_dir() -> Path:
     return folder
 
 
+def _smollm2_weights(cache_dir: Path) -> Path:
+    """SmolLM2 as a plain float32 checkpoint folder, converted from its GGUF once.
+
+    transformers dequantizes GGUF weights on load but keeps the model marked as quantized,
+    and its Trainer refuses to fine-tune a quantized model; a saved copy carries no mark.
+    """
+    from transformers import AutoModelForCausalLM
+
+    folder = cache_dir / "smollm2-135m-f32"
+    if (folder / "config.json").is_file():
+        return folder
+    gguf = AutoModelForCausalLM.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_FILE)
+    config = gguf.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(gguf.state_dict())
+    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+    plain.save_pretrained(str(tmp))
+    if not folder.exists():
+        tmp.replace(folder)
+    return folder
+
+
 def load_tokenizer(spec: BaseModelSpec) -> PreTrainedTokenizerBase:
     """The tokenizer of a base model, with maestro's chat template."""
     from transformers import AutoTokenizer
@@ -155,7 +179,7 @@ def load_model(spec: BaseModelSpec, tokenizer: PreTrainedTokenizerBase) -> PreTr
     kwargs: dict[str, Any] = {"dtype": torch.float32}
     if spec.kind == "smollm2-135m":
         model = AutoModelForCausalLM.from_pretrained(
-            str(smollm2_dir()), gguf_file=SMOLLM2_FILE, **kwargs
+            str(_smollm2_weights(spec.cache_dir)), **kwargs
         )
     else:
         assert spec.path is not None
