@@ -119,6 +119,7 @@ customer's identity (names, dates of birth, emails from the records above). Do n
 customer the tool names. Then write 1 to 5 assertions a judge can check in the transcript (what
 the agent must say or do).
 
+Be brief: every text value is one or two sentences, all of them strings (no nested objects).
 Answer with one JSON object only, no other text, with exactly these keys:
 {{"persona": "...", "reason_for_call": "...", "known_info": "...", "unknown_info": null,
   "task_instructions": "...", "nl_assertions": ["..."]}}"""
@@ -143,6 +144,7 @@ null. "rule" names the policy rule; "communicate_info" lists 1 to 3 short phrase
 from the policy text that the agent must say when refusing; "nl_assertions" say what the agent
 must and must not do. The customer's known_info must hold the ids and facts they would give.
 
+Be brief: every text value is one or two sentences, all of them strings (no nested objects).
 Answer with one JSON object only, no other text, with exactly these keys:
 {{"candidate": 1, "rule": "...", "communicate_info": ["..."], "persona": "...",
   "reason_for_call": "...", "known_info": "...", "unknown_info": null,
@@ -305,12 +307,15 @@ async def _synthesize_one(
             out.rejected.append(("no_forbidden_write", f"{episode}: {exc}"))
             return None
         except DraftError as exc:
-            problems.append(f"attempt {attempt + 1}: {exc}")
+            # A small model's answer often stops at its token cap: say so, or it repeats itself.
+            cut = " (it was cut off at the length limit: write less)"
+            why = f"{exc}{cut if done.finish_reason == 'length' else ''}"
+            problems.append(f"attempt {attempt + 1}: {why}")
             messages += [
                 {"role": "assistant", "content": text or ""},
                 {
                     "role": "user",
-                    "content": f"That answer cannot be used: {exc}. "
+                    "content": f"That answer cannot be used: {why}. "
                     "Answer again with the JSON object only.",
                 },
             ]
