@@ -193,3 +193,13 @@ def test_a_small_models_usual_slips_are_forgiven() -> None:
         "starts": "str",
     }
     assert bp.operation("return_rental").requires == {"status": ["active"]}
+
+
+def test_a_wrongly_shaped_value_is_reported_once() -> None:
+    data = blueprint()
+    data["operations"][1]["sets"] = {"status": {"from": "active", "to": "returned"}}
+    with pytest.raises(BlueprintError) as err:
+        parse_blueprint(data)
+    assert str(err.value) == (
+        "operations.1.sets.status: must be a string, number or true/false, not a list or object"
+    )

@@ -274,9 +274,19 @@ def parse_blueprint(data: Any, *, industry: str | None = None) -> Blueprint:
     try:
         return Blueprint.model_validate(data)
     except ValidationError as exc:
-        lines = []
+        lines: list[str] = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
+            parts = [str(p) for p in err["loc"]]
             msg = str(err["msg"]).removeprefix("Value error, ")
-            lines.append(f"{loc}: {msg}" if loc else msg)
+            if (
+                parts and parts[-1] in SCALARS
+            ):  # one error per branch of a scalar union: say it once
+                parts, msg = (
+                    parts[:-1],
+                    "must be a string, number or true/false, not a list or object",
+                )
+            loc = ".".join(parts)
+            line = f"{loc}: {msg}" if loc else msg
+            if line not in lines:
+                lines.append(line)
         raise BlueprintError("; ".join(lines)) from None
