@@ -118,6 +118,8 @@ def main() -> None:
     parser.add_argument("--methods", default="sft,dpo,grpo")
     parser.add_argument("--curve-model", default="smollm2-135m")
     parser.add_argument("--curve-steps", type=int, default=8)
+    parser.add_argument("--curve-batch", type=int, default=4, help="rollouts per step")
+    parser.add_argument("--curve-tokens", type=int, default=64, help="sampled tokens per turn")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args()
     domain = load_domain(TOY)
@@ -133,7 +135,17 @@ def main() -> None:
                 print(json.dumps(r), flush=True)
                 throughput.append(r)
         if args.curve_steps:
-            r = run("grpo", args.curve_model, args.curve_steps, lake, domain, tmp, user, 4, 64)
+            r = run(
+                "grpo",
+                args.curve_model,
+                args.curve_steps,
+                lake,
+                domain,
+                tmp,
+                user,
+                args.curve_batch,
+                args.curve_tokens,
+            )
             curve = [
                 {
                     "step": h["step"],
@@ -151,7 +163,13 @@ def main() -> None:
         "bench": "training",
         "data": "toy domain, 2 tasks, ~800-token conversations",
         "throughput": throughput,
-        "grpo_curve": {"model": args.curve_model, "batch": 4, "group": 2, "points": curve},
+        "grpo_curve": {
+            "model": args.curve_model,
+            "batch": args.curve_batch,
+            "group": 2,
+            "tokens_per_turn": args.curve_tokens,
+            "points": curve,
+        },
     }
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2))

@@ -35,6 +35,8 @@ def test_train_on_ray_then_evaluate_from_the_cli(
     with ScriptedServer(ServerConfig(mode="oracle", domain_paths=[toy])) as oracle:
         env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect")}
         env.pop("PREFECT_API_URL", None)
+        # Prefect's 20 s default for its temporary server is short on a busy 2-core machine.
+        env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
         for role in ("USER", "JUDGE"):
             env[f"MAESTRO_{role}__BASE_URL"] = oracle.base_url
         common = ["--task-set", TASK_SET, "--domain", toy, "--lake-root", toy_lake.root]
