@@ -129,23 +129,7 @@ async def run_synthesis(
         resumed = bool(snapshot.values)
         crash: SynthesisEvent | None = None
         if not resumed or snapshot.next:
-            initial: SynthesisState = {
-                "synthesis_id": synthesis_id,
-                "brief": brief.text if brief else "",
-                "industry": brief.industry if brief else None,
-                "run_id": run_id,
-                "blueprint": None,
-                "files": {},
-                "tools": {},
-                "drafts": {},
-                "attempts": {},
-                "feedback": {},
-                "rejected_tasks": [],
-                "events": [],
-                "status": "running",
-                "reason": None,
-                "domain_id": None,
-            }
+            initial = _initial_state(brief, synthesis_id, run_id)
             calls_before = len(log.calls)
             try:
                 async with asyncio.timeout(cfg.deadline_s):
@@ -157,6 +141,26 @@ async def run_synthesis(
                 crash = await _crash_event(graph, thread, synthesis_id, exc, log, calls_before)
         final = (await graph.aget_state(thread)).values
     return _result(final, synthesis_id, crash, resumed, time.perf_counter() - started, run_dir)
+
+
+def _initial_state(brief: Brief | None, synthesis_id: str, run_id: str | None) -> SynthesisState:
+    return {
+        "synthesis_id": synthesis_id,
+        "brief": brief.text if brief else "",
+        "industry": brief.industry if brief else None,
+        "run_id": run_id,
+        "blueprint": None,
+        "files": {},
+        "tools": {},
+        "drafts": {},
+        "attempts": {},
+        "feedback": {},
+        "rejected_tasks": [],
+        "events": [],
+        "status": "running",
+        "reason": None,
+        "domain_id": None,
+    }
 
 
 async def _crash_event(
