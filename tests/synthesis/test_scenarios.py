@@ -223,3 +223,21 @@ def test_grounding_accepts_a_number_however_it_is_written() -> None:
     )
     (problem,) = grounding_problems(told, {"amount": 45.5, "payment_id": "PAY1"})
     assert "amount=45.5" in problem and "payment_id=PAY1" in problem
+
+
+def test_a_retry_says_when_the_answer_hit_the_token_cap(
+    scripted: ScriptedServer, toy: Domain
+) -> None:
+    (walk,), _ = plan_walks(toy, n=1, seed=4)
+    cut = draft(walk)[:-40]  # what a model stopped at its cap sends
+    scripted.script("synthesis/toy/walk-0", "codegen", [Reply(content=cut)] * 2)
+
+    async def go() -> TaskSynthesis:
+        async with Endpoints() as endpoints:
+            small = role_settings(max_tokens=20)
+            client = endpoints.client("codegen", small, scripted.base_url)
+            return await synthesize_tasks(toy, client, n=1, seed=4, attempts=2)
+
+    out = asyncio.run(go())
+    ((reason, detail),) = out.rejected
+    assert reason == "malformed_output" and detail.count("cut off at the length limit") == 2

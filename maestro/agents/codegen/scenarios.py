@@ -309,7 +309,8 @@ async def _synthesize_one(
         except DraftError as exc:
             # A small model's answer often stops at its token cap: say so, or it repeats itself.
             cut = " (it was cut off at the length limit: write less)"
-            why = f"{exc}{cut if done.finish_reason == 'length' else ''}"
+            capped = done.completion_tokens >= client.settings.max_tokens
+            why = f"{exc}{cut if done.finish_reason == 'length' or capped else ''}"
             problems.append(f"attempt {attempt + 1}: {why}")
             messages += [
                 {"role": "assistant", "content": text or ""},
