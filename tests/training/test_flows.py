@@ -81,3 +81,20 @@ def test_nightly_training_stage_is_off_by_default(monkeypatch: object) -> None:
     assert training_stage(TASK_SET, ["toy"]) is None
     on = TrainingStageSettings.model_validate({"enabled": True, "method": "dpo"})
     assert on.enabled and on.method == "dpo"
+
+
+def test_cli_names_bad_input_and_where_it_is() -> None:
+    from typer.testing import CliRunner
+
+    from maestro.cli.app import app
+
+    runner = CliRunner()
+    toy = str(FIXTURES / "toy")
+    bad_method = runner.invoke(
+        app, ["train", "--method", "ppo", "--task-set", "s", "--domain", toy]
+    )
+    assert bad_method.exit_code == 2 and "'ppo' is not sft, dpo or grpo" in bad_method.output
+    bad_base = runner.invoke(
+        app, ["train", "--method", "sft", "--task-set", "s", "--domain", toy, "--base", "/nope"]
+    )
+    assert bad_base.exit_code == 2 and "'/nope' is neither" in bad_base.output
