@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.flows.training import TrainingStageSettings, training_stage
@@ -28,6 +29,7 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a Ray head, two CLI runs with Prefect, a training job: ~60 s alone
 def test_train_on_ray_then_evaluate_from_the_cli(
     ray_head: str, toy_lake: Lake, tmp_path: Path
 ) -> None:
