@@ -182,6 +182,7 @@ def test_a_small_models_usual_slips_are_forgiven() -> None:
     data["operations"][1]["requires"] = {"status": "active"}
     data["domain_id"] = "Bike-Rental"
     data["operations"][0]["name"] = "Get Rental"
+    data["rules"] = [{"id": "R1", "rule": "Only active rentals can be returned."}]
     bp = parse_blueprint(data)
     assert bp.domain_id == "bike_rental" and bp.operations[0].name == "get_rental"
     entity = bp.entity("rentals")
@@ -193,6 +194,7 @@ def test_a_small_models_usual_slips_are_forgiven() -> None:
         "starts": "str",
     }
     assert bp.operation("return_rental").requires == {"status": ["active"]}
+    assert bp.rules == ["Only active rentals can be returned."]
 
 
 def test_a_wrongly_shaped_value_is_reported_once() -> None:

@@ -252,7 +252,8 @@ def normalise_blueprint(data: dict[str, Any]) -> dict[str, Any]:
     """Forgive a small model's usual slips that change no meaning: ``Kebab-Case`` names where
     snake_case is meant, type spellings (``string``,
     ``integer``, ``datetime`` as an ISO string), ``enum:[a, b]``, a word as the key prefix, the
-    key repeated among the fields, a single allowed value not in a list."""
+    key repeated among the fields, a single allowed value not in a list, a rule written
+    as an object."""
     out = dict(data)
     for key in ("domain_id",):
         if isinstance(out.get(key), str):
@@ -261,7 +262,19 @@ def normalise_blueprint(data: dict[str, Any]) -> dict[str, Any]:
         out["entities"] = [_entity(e) for e in out["entities"]]
     if isinstance(out.get("operations"), list):
         out["operations"] = [_operation(o) for o in out["operations"]]
+    if isinstance(out.get("rules"), list):  # {"rule": "..."} objects: their text is the rule
+        out["rules"] = [_rule_text(r) for r in out["rules"]]
     return out
+
+
+def _rule_text(rule: Any) -> Any:
+    if isinstance(rule, dict):
+        for key in ("rule", "text", "description", "policy"):
+            if isinstance(rule.get(key), str) and rule[key].strip():
+                return rule[key]
+        texts = [v for v in rule.values() if isinstance(v, str) and v.strip()]
+        return " ".join(texts) if texts else rule
+    return rule
 
 
 def parse_blueprint(data: Any, *, industry: str | None = None) -> Blueprint:
