@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import polars as pl
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -209,6 +209,7 @@ class Lake:
                     dt = self._open(table)
                     if dt is None:
                         continue
+                dt = self._add_new_columns(table, tdef, dt, props)
                 if mode == "insert":
                     return self._append_new(table, tdef, dt, data, props, attempt)
                 merger = dt.merge(
@@ -236,6 +237,18 @@ class Lake:
         raise StorageError(
             f"{table}: commit kept conflicting with other writers after {attempts} attempts: {last}"
         )
+
+    def _add_new_columns(
+        self, table: str, tdef: TableDef, dt: DeltaTable, props: CommitProperties
+    ) -> DeltaTable:
+        """Bring a table written by an older maestro up to its declared schema: columns added
+        since are added (null in the rows already stored, which stay as they were)."""
+        have = {f.name for f in dt.schema().fields}
+        new = [f for f in Schema.from_arrow(tdef.schema).fields if f.name not in have]
+        if not new:
+            return dt
+        dt.alter.add_columns(new, commit_properties=props)
+        return self._open(table) or dt
 
     def _append_new(
         self,

@@ -282,3 +282,24 @@ def test_writers_creating_a_table_at_once_store_each_key_once(tmp_path: Path) ->
         assert p.exitcode == 0
     df = Lake(LakeSettings(root=root)).read("domains").collect()
     assert sorted(df["domain_id"].to_list()) == ["a", "b", "c"]
+
+
+def test_a_table_written_by_an_older_schema_gains_the_new_columns(lake: Lake) -> None:
+    """A lake from before a column was added keeps its rows; the next write adds the column."""
+    from deltalake import DeltaTable, write_deltalake
+
+    schema = TABLES["task_verdicts"].schema
+    old = schema.remove(schema.get_field_index("review_cause"))
+    old = old.remove(old.get_field_index("duplicate_of"))
+    DeltaTable.create(lake.uri("task_verdicts"), schema=old)
+    stored = lake.to_arrow("task_verdicts", [{"domain_id": "d", "task_id": "t0"}], "old-run")
+    write_deltalake(
+        lake.uri("task_verdicts"), stored.drop(["review_cause", "duplicate_of"]), mode="append"
+    )
+    new = [{"domain_id": "d", "task_id": "t1", "review_cause": "task_defect"}]
+    result = lake.write("task_verdicts", new, "new-run")
+    assert result.inserted == 1
+    df = lake.read("task_verdicts").sort("task_id").collect()
+    assert df["task_id"].to_list() == ["t0", "t1"]
+    assert df["review_cause"].to_list() == [None, "task_defect"]
+    assert df["run_id"].to_list() == ["old-run", "new-run"]
