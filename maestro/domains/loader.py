@@ -32,7 +32,12 @@ _load_counter = itertools.count()
 
 
 def load_domain(path: str | Path, *, check_gold: bool = True) -> Domain:
-    """Load and validate a domain package; :class:`DomainLoadError` lists every problem."""
+    """Load and validate a domain package; :class:`DomainLoadError` lists every problem.
+
+    A package whose ``domain.json`` says it was synthesized (an LLM wrote its code) is loaded
+    through the sandbox: its tools run only in a sandbox child process, which
+    ``domain.close()`` stops (it also stops when this process ends).
+    """
     domain, problems = inspect_package(path, check_gold=check_gold)
     if problems or domain is None:
         raise DomainLoadError(str(path), problems)
@@ -52,6 +57,8 @@ def inspect_package(
             problems.append(Problem(name, "", "missing"))
 
     manifest = _load_manifest(root, problems)
+    if manifest is not None and manifest.provenance.source == "synthesized":
+        return _inspect_untrusted(root, check_gold=check_gold)
     package = _make_package(root, manifest.id if manifest else root.name)
     tables = _load_models(root, package, problems)
     db = _load_db(root, tables, problems) if tables is not None else None
@@ -62,6 +69,17 @@ def inspect_package(
     domain = Domain(manifest, root, tables, db, toolkit, policy or "", [])
     domain.tasks = _load_tasks(root, domain, problems, check_gold=check_gold)
     return domain, problems
+
+
+def _inspect_untrusted(root: Path, *, check_gold: bool) -> tuple[Domain | None, list[Problem]]:
+    """Code an LLM wrote is never imported here: the sandbox checks it statically and runs it
+    in its own child process (DESIGN: untrusted code runs only inside the sandbox)."""
+    from maestro.domains.sandbox.package import open_untrusted
+
+    try:
+        return open_untrusted(root, check_gold=check_gold), []
+    except DomainLoadError as exc:
+        return None, exc.problems
 
 
 # ----- domain.json ------------------------------------------------------------------------------

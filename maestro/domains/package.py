@@ -33,6 +33,11 @@ class Domain:
     def id(self) -> str:
         return self.manifest.id
 
+    def close(self) -> None:
+        """Release what the domain holds: a sandboxed domain's child process; nothing for a
+        domain whose tools run in this process."""
+        self.toolkit.close()
+
     def task(self, task_id: str) -> Task:
         for t in self.tasks:
             if t.id == task_id:

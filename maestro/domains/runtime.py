@@ -197,6 +197,9 @@ class Toolkit:
     def names(self) -> list[str]:
         return list(self.specs)
 
+    def close(self) -> None:
+        """Nothing to release in process (the sandbox's toolkit stops its child here)."""
+
     def kind(self, name: str) -> ToolKind | None:
         spec = self.specs.get(name)
         return spec.kind if spec else None

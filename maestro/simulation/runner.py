@@ -78,7 +78,8 @@ def make_jobs(
 
 
 class DomainCache:
-    """Domains loaded once per process, by package folder."""
+    """Domains loaded once per process, by package folder (a synthesized one through the
+    sandbox: :meth:`close` stops its child)."""
 
     def __init__(self) -> None:
         self._domains: dict[str, Domain] = {}
@@ -88,6 +89,11 @@ class DomainCache:
         if key not in self._domains:
             self._domains[key] = load_domain(key, check_gold=False)
         return self._domains[key]
+
+    def close(self) -> None:
+        for domain in self._domains.values():
+            domain.close()
+        self._domains.clear()
 
 
 async def run_batch(
@@ -101,6 +107,7 @@ async def run_batch(
     """Run jobs concurrently in this event loop; results in job order. ``on_episode`` is told of
     each episode as it ends (progress)."""
     config = config or BatchConfig()
+    own_cache = domains is None
     domains = domains or DomainCache()
     base_urls = base_urls or {}
     log = CallLog()
@@ -135,7 +142,11 @@ async def run_batch(
                     on_episode(result)
                 return result
 
-        episodes = await asyncio.gather(*(one(j) for j in jobs))
+        try:
+            episodes = await asyncio.gather(*(one(j) for j in jobs))
+        finally:
+            if own_cache:
+                domains.close()
     return BatchResult(
         episodes=list(episodes), llm_calls=log.calls, wall_s=time.perf_counter() - started
     )
@@ -166,12 +177,15 @@ def _ray_worker_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
     thread = threading.Thread(target=run, name="maestro-ray-batch", daemon=True)
     thread.start()
-    while True:
-        kind, data = done.get()
-        yield {"kind": kind, "data": data}
-        if kind != "episode":
-            break
-    thread.join()
+    try:
+        while True:
+            kind, data = done.get()
+            yield {"kind": kind, "data": data}
+            if kind != "episode":
+                break
+        thread.join()
+    finally:
+        domains.close()
 
 
 def run_on_ray(

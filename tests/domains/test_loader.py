@@ -192,3 +192,43 @@ def test_references_inside_nested_parts_and_lists_are_checked(toy_copy: Path) ->
     assert found[("db.json", "orders/O1.lines[1].gift_for")] == "refers to missing customers 'C9'"
     assert found[("db.json", "orders/O2.items[1]")] == "refers to missing products 'P404'"
     assert ("db.json", "orders/O1.lines[0].sku") not in found
+
+
+def _mark_synthesized(package: Path) -> None:
+    manifest = json.loads((package / "domain.json").read_text())
+    manifest["provenance"] = {"source": "synthesized", "authors": ["maestro codegen"]}
+    (package / "domain.json").write_text(json.dumps(manifest))
+
+
+def test_a_synthesized_package_loads_through_the_sandbox(toy_copy: Path) -> None:
+    import os
+
+    from maestro.domains.sandbox import SandboxToolkit
+
+    _mark_synthesized(toy_copy)
+    domain = load_domain(toy_copy)
+    try:
+        assert isinstance(domain.toolkit, SandboxToolkit)
+        assert domain.toolkit.child_pid not in (None, os.getpid())
+        for task in domain.tasks:  # the tools run in the child, the same as in process
+            assert replay_gold(domain, task).ok, task.id
+    finally:
+        domain.close()
+    assert domain.toolkit.child_pid is None
+
+
+def test_a_synthesized_package_with_hostile_tools_is_never_imported(toy_copy: Path) -> None:
+    _mark_synthesized(toy_copy)
+    marker = toy_copy / "imported.txt"
+    tools = (toy_copy / "tools.py").read_text()
+    (toy_copy / "tools.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n" + tools)
+    domain, problems = inspect_package(toy_copy)
+    assert domain is None
+    assert any(p.file == "tools.py" and "open" in p.message for p in problems), problems
+    assert not marker.exists()
+    # A hand-built package is trusted and imported as before (the marker proves it).
+    manifest = json.loads((toy_copy / "domain.json").read_text())
+    manifest["provenance"] = {"source": "hand-built"}
+    (toy_copy / "domain.json").write_text(json.dumps(manifest))
+    inspect_package(toy_copy)
+    assert marker.exists()

@@ -40,6 +40,15 @@ def load_sandboxed_domain(
         domain.toolkit.close()
 
 
+def open_untrusted(
+    path: str | Path, limits: SandboxLimits | None = None, *, check_gold: bool = True
+) -> Domain:
+    """Like :func:`load_sandboxed_domain`, for callers that hold the domain beyond one block
+    (the loader, for synthesized packages): ``domain.close()`` stops the child, and so does
+    this process's end."""
+    return _open(path, limits or SandboxLimits(), check_gold=check_gold, check_tools=True)
+
+
 def _open(
     path: str | Path, limits: SandboxLimits, *, check_gold: bool, check_tools: bool
 ) -> Domain:
