@@ -63,6 +63,8 @@ class EmbeddedModelSettings(BaseModel):
     n_ctx: int = 8192
     #: Completion-token cap for roles it serves (about 40 tokens/s on two cores).
     max_tokens: int = 384
+    #: The codegen role's cap: a blueprint or a tool's code needs about 900 tokens.
+    codegen_max_tokens: int = 1024
     #: RAM kept for the KV states of recent prompts (each role's system prompt stays warm).
     prompt_cache_mb: int = 2048
     n_threads: int | None = None

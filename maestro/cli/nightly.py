@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -81,6 +82,7 @@ def _params(
     judge: bool,
     chunk_size: int,
     ray_workers: int | None,
+    **stages_on: Any,
 ) -> NightlyParams:
     try:
         return NightlyParams(
@@ -94,6 +96,7 @@ def _params(
             judge=judge,
             chunk_size=chunk_size,
             ray_workers=ray_workers,
+            **stages_on,
         )
     except ValidationError as exc:
         raise typer.BadParameter(
@@ -135,9 +138,20 @@ def nightly(
         help="Ray workers to fan episodes out over (default: MAESTRO_RAY_WORKERS, else one per "
         "CPU of a local Ray or of MAESTRO_RAY_ADDRESS's cluster; 0: asyncio here, no Ray).",
     ),
+    synthesize: int = typer.Option(
+        0, min=0, help="Briefs to synthesize into new domains first (0: none)."
+    ),
+    brief: list[str] = typer.Option(
+        [], "--brief", help="A brief to synthesize from (repeatable; default: the built-in list)."
+    ),
+    train: str | None = typer.Option(
+        None,
+        help="Train on the curated task set: sft, dpo or grpo (default: MAESTRO_TRAINING__*, off).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON, last."),
 ) -> None:
-    """Run the nightly pipeline: ingest, simulate, score, filter, curate a task set, report."""
+    """Run the nightly pipeline: synthesize (when asked), ingest, simulate, score, filter,
+    curate a task set, train (when configured), report."""
     prefect_env()
     params = _params(
         run_id,
@@ -151,6 +165,9 @@ def nightly(
         judge,
         chunk_size,
         ray_workers,
+        synthesize=synthesize,
+        briefs=brief,
+        train=train,
     )
     with run_prefect_api() as prefect_ready:
         _validate_or_exit(params)
@@ -172,6 +189,8 @@ def nightly(
                         "pass_hat_k",
                         "terminations",
                         "ray_workers",
+                        "synthesis",
+                        "training",
                         "timings",
                     )
                 },

@@ -31,7 +31,12 @@ def model_endpoints(
             if rs.base_url is None:
                 rs.model = rs.model or local.embedded.model_name
                 rs.max_concurrency = 1
-                rs.max_tokens = min(rs.max_tokens, local.embedded.max_tokens)
+                cap = (
+                    local.embedded.codegen_max_tokens
+                    if r == "codegen"
+                    else local.embedded.max_tokens
+                )
+                rs.max_tokens = min(rs.max_tokens, cap)
                 rs.timeout_s = max(rs.timeout_s, 600.0)
                 rs.deadline_s = max(rs.deadline_s, 1800.0)
         yield local, {r: local.role(r).base_url or server.base_url for r in ROLES}

@@ -6,6 +6,7 @@ carry no cache (their inputs are live objects, and every stage is resumable on i
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import maestro.flows.report as reports
 import maestro.flows.stages as stages
 from maestro.agents.settings import LLMSettings, Role, load_llm_settings
-from maestro.domains import Domain
+from maestro.domains import Domain, load_domain
 from maestro.flows.endpoints import model_endpoints
 from maestro.flows.stages import NightlyParams
 from maestro.simulation.episode import EpisodeResult
@@ -142,6 +143,44 @@ def report(
     return {"html": str(html_path), **built.model_dump()}
 
 
+def synthesize(
+    lake: Lake, run_id: str, params: NightlyParams, settings: LLMSettings, urls: dict[Role, str]
+) -> dict[str, Any]:
+    """Tonight's briefs through the synthesis team (its own tasks show in the flow); the
+    accepted packages' folders, and the funnel."""
+    from maestro.agents.codegen import Brief
+    from maestro.flows.synthesis import SynthesisParams, synthesize_domains
+
+    synth = SynthesisParams(per_night=params.synthesize, runs_dir=RUN_DIR)
+    if params.briefs:
+        synth.briefs = [Brief(text=b) for b in params.briefs]
+    live = settings.model_copy(deep=True)
+    for role, url in urls.items():  # the endpoints this run already started serve synthesis
+        live.role(role).base_url = url
+    summary = synthesize_domains(synth, lake, run_id, settings=live)
+    for r in summary.results:
+        get_run_logger().info(
+            "synthesis %s: %s (%s)", r.synthesis_id, r.status, r.reason or r.package
+        )
+    return {"funnel": summary.funnel(), "packages": summary.packages}
+
+
+def train(
+    task_set: dict[str, Any], domains: list[Domain], params: NightlyParams
+) -> dict[str, Any] | None:
+    """The training stage on the curated task set: off unless configured, or asked by
+    ``params.train``; a subflow when on."""
+    from maestro.flows.training import TrainingStageSettings, training_stage
+
+    settings = TrainingStageSettings()
+    if params.train:
+        settings = settings.model_copy(update={"enabled": True, "method": params.train})
+    if not settings.enabled or not task_set.get("tasks"):
+        return None
+    paths = [str(d.path) for d in domains if d.path is not None]
+    return training_stage(task_set["task_set_id"], paths, settings=settings)
+
+
 def default_run_id() -> str:
     return "nightly-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
@@ -163,12 +202,25 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
         return out
 
     domains = timed("validate", validate, params)
-    timed("ingest", ingest, lake, run_id, domains)
-    plan = [(d, stages.select_tasks(d, params)) for d in domains]
-    plan = [(d, ids) for d, ids in plan if ids]
     simulate_s = 0.0
     ray_workers = 0
-    with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+    synthesis: dict[str, Any] | None = None
+    with contextlib.ExitStack() as stack:
+        settings, urls = stack.enter_context(model_endpoints(load_llm_settings(), RUN_DIR))
+        if params.synthesize:
+            t0 = time.perf_counter()
+            synthesis = synthesize(lake, run_id, params, settings, urls)
+            spent["synthesize"] = time.perf_counter() - t0
+            for path in synthesis["packages"]:
+                domain = load_domain(path)  # through the sandbox: an LLM wrote its tools
+                stack.callback(domain.close)
+                if domain.id in {d.id for d in domains}:
+                    get_run_logger().warning("synthesized %s shadows a domain: skipped", domain.id)
+                    continue
+                domains.append(domain)
+        timed("ingest", ingest, lake, run_id, domains)
+        plan = [(d, stages.select_tasks(d, params)) for d in domains]
+        plan = [(d, ids) for d, ids in plan if ids]
         judge_url = urls["judge"] if params.judge else None
         pending = []
         for domain, ids in plan:
@@ -195,6 +247,7 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
             future.result()  # raises if the stage failed after its retries
         spent["wait for scoring"] = time.perf_counter() - t0
     task_set = timed("curate", curate, lake, run_id)
+    training = timed("train", train, task_set, domains, params)
     result = timed("report", report, lake, run_id, settings, task_set)
     wall_s = time.perf_counter() - started
     timings = {
@@ -202,7 +255,14 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
         "simulate_s": simulate_s,
         **{f"{k}_task_s": v for k, v in spent.items()},
     }
-    return {"run_id": run_id, **result, "ray_workers": ray_workers, "timings": timings}
+    return {
+        "run_id": run_id,
+        **result,
+        "ray_workers": ray_workers,
+        "synthesis": synthesis,
+        "training": training,
+        "timings": timings,
+    }
 
 
 # ----- one flow per stage, for running a stage alone (maestro stage ...) -------------------------

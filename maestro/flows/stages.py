@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 from pydantic import BaseModel, Field
@@ -72,6 +72,14 @@ class NightlyParams(BaseModel):
     #: cluster); None: MAESTRO_RAY_WORKERS, else one per CPU that Ray has; 0: asyncio in the
     #: flow's own process.
     ray_workers: int | None = Field(None, ge=0, le=1024)
+    #: Synthesis stage: briefs synthesized tonight (0: none). Each accepted domain is then
+    #: ingested, simulated, scored and filtered with the others.
+    synthesize: int = Field(0, ge=0, le=100)
+    #: Briefs tonight's are taken from, in turn (the synthesis module's list when empty).
+    briefs: list[str] = Field(default_factory=list)
+    #: Training stage on the curated task set: a method, or None for the configured default
+    #: (``MAESTRO_TRAINING__ENABLED``, off unless set).
+    train: Literal["sft", "dpo", "grpo"] | None = None
 
 
 def resolve_domains(params: NightlyParams) -> list[Domain]:
