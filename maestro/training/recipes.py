@@ -51,7 +51,10 @@ class RecipeSettings(BaseModel):
     learning_rate: float = Field(5e-4, gt=0)
     batch_size: int = Field(2, ge=1)
     grad_accum: int = Field(1, ge=1)
-    max_length: int = Field(2048, ge=64)
+    #: Tokens per conversation. A library domain's system prompt (policy and tools) alone is
+    #: about 6K tokens; at 2,048 truncation left no assistant turn to learn from, and TRL's
+    #: trainer ended with an empty dataset.
+    max_length: int = Field(16384, ge=64)
     seed: int = 0
     logging_steps: int = Field(1, ge=1)
     lora: LoraSettings | None = None
