@@ -174,14 +174,16 @@ def simulate(
     started = time.perf_counter()
     stats = {"episodes": 0, "skipped": len(done), "llm_calls": 0, "simulate_s": 0.0, "write_s": 0.0}
     ray_workers = RaySettings().workers if params.ray_workers is None else params.ray_workers
-    stats["ray_workers"] = 0
+    workers = 0
+    if ray_workers != 0 and jobs:
+        # Ray's start is orchestration, not simulation: it is left out of simulate_s.
+        ensure_ray(Path("runs"))
+        workers = ray_workers or ray_cpus()
+    stats["ray_workers"] = workers
     for i in range(0, len(jobs), params.chunk_size):
         chunk = jobs[i : i + params.chunk_size]
         t0 = time.perf_counter()
-        if ray_workers != 0:
-            ensure_ray(Path("runs"))
-            workers = ray_workers or ray_cpus()
-            stats["ray_workers"] = workers
+        if workers:
             batch = run_on_ray(
                 chunk, settings, urls, config, workers=workers, on_episode=on_episode
             )
