@@ -66,8 +66,21 @@ def run_prefect_api() -> Iterator[Callable[[], str | None]]:
     try:
         yield ready
     finally:
+        _send_pending_logs()
         server.stop()
         del os.environ["PREFECT_API_URL"], os.environ["PREFECT_UI_URL"]
+
+
+def _send_pending_logs(timeout_s: float = 15.0) -> None:
+    """Send the run's queued logs and events while the server still answers. Prefect sends
+    them at exit otherwise, after the server stopped, and retried for about 70 s."""
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        service.drain_all(timeout=timeout_s, at_exit=False)
 
 
 def _params(

@@ -67,6 +67,10 @@ def test_nightly_writes_every_stage_and_shows_in_prefect(
         "--json",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
+    # Every log reached the run's Prefect server before it stopped (sent after, they were
+    # retried for ~70 s against a closed port).
+    assert "Error logging to API" not in proc.stderr
+    assert "Prefect UI for this run" in proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["run_id"] == "n1"
     assert summary["funnel"][-1] == {"stage": "accepted", "tasks": 15}
