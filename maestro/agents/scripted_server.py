@@ -33,6 +33,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, Field
 
+from maestro.agents.background import BackgroundApp
 from maestro.agents.roles import STOP
 from maestro.domains import Domain, Task, library_ids, library_path, load_domain
 from maestro.simulation.scripted import GREETING
@@ -316,69 +317,21 @@ def build_app(model: ScriptedModel) -> web.Application:
     return app
 
 
-class ScriptedServer:
+class ScriptedServer(BackgroundApp):
     """The server on a background thread with its own event loop, for tests."""
 
     def __init__(
         self, config: ServerConfig | None = None, host: str = "127.0.0.1", port: int = 0
     ) -> None:
         self.model = ScriptedModel(config or ServerConfig())
-        self.host = host
-        self.port = port
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> ScriptedServer:
-        ready = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                self._runner = web.AppRunner(
-                    build_app(self.model),
-                    access_log=None,
-                    handler_cancellation=True,
-                    shutdown_timeout=1.0,
-                )
-                loop.run_until_complete(self._runner.setup())
-                site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
-                loop.run_until_complete(site.start())
-                server = site._server
-                assert server is not None
-                self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-            except BaseException as exc:
-                errors.append(exc)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="scripted-llm-server", daemon=True)
-        self._thread.start()
-        if not ready.wait(30) or errors:
-            raise RuntimeError(f"scripted server did not start: {errors}")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def __enter__(self) -> ScriptedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(
+            lambda: build_app(self.model),
+            host,
+            port,
+            name="scripted-llm-server",
+            backlog=4096,
+            handler_cancellation=True,
+        )
 
     def script(self, episode: str, role: str, replies: list[Reply]) -> None:
         self.model.script(episode, role, replies)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import uuid
 from typing import Any
 
 from aiohttp import web
 
+from maestro.agents.background import BackgroundApp
 from maestro.agents.client import to_openai
 from maestro.training.generation import ChatGenerator
 
@@ -76,7 +76,7 @@ def build_app(gen: ChatGenerator, model_name: str, deadline_s: float) -> web.App
     return app
 
 
-class ModelServer:
+class ModelServer(BackgroundApp):
     """The server on a background thread with its own event loop."""
 
     def __init__(
@@ -86,54 +86,6 @@ class ModelServer:
         host: str = "127.0.0.1",
         deadline_s: float = 300.0,
     ) -> None:
-        self.app = build_app(gen, model_name, deadline_s)
-        self.host = host
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    def start(self) -> ModelServer:
-        ready = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
-            try:
-                loop.run_until_complete(runner.setup())
-                site = web.TCPSite(runner, self.host, 0)
-                loop.run_until_complete(site.start())
-                server = site._server
-                assert server is not None
-                self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-            except BaseException as exc:
-                errors.append(exc)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="maestro-model-server", daemon=True)
-        self._thread.start()
-        if not ready.wait(30) or errors:
-            raise RuntimeError(f"model server did not start: {errors}")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def __enter__(self) -> ModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(
+            lambda: build_app(gen, model_name, deadline_s), host, name="maestro-model-server"
+        )
