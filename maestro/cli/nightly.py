@@ -74,10 +74,9 @@ def run_prefect_api() -> Iterator[Callable[[], str | None]]:
 def _start_ray_meanwhile(params: NightlyParams) -> None:
     """Start the run's Ray now, while the Prefect server starts, rather than after it: the two
     waits overlap (about 3 s each here). The flow finds Ray started."""
-    from maestro.simulation.ray_support import RaySettings, ensure_ray
+    from maestro.simulation.ray_support import ensure_ray
 
-    workers = RaySettings().workers if params.ray_workers is None else params.ray_workers
-    if workers != 0:
+    if params.ray_workers_wanted() != 0:
         ensure_ray(RUN_DIR)
 
 

@@ -175,8 +175,8 @@ def train(
     settings = TrainingStageSettings()
     if params.train:
         settings = settings.model_copy(update={"enabled": True, "method": params.train})
-    if not settings.enabled or not task_set.get("tasks"):
-        return None
+    if not task_set.get("tasks"):
+        return None  # nothing was accepted: nothing to train on
     paths = [str(d.path) for d in domains if d.path is not None]
     return training_stage(task_set["task_set_id"], paths, settings=settings)
 

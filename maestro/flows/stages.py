@@ -81,6 +81,11 @@ class NightlyParams(BaseModel):
     #: (``MAESTRO_TRAINING__ENABLED``, off unless set).
     train: Literal["sft", "dpo", "grpo"] | None = None
 
+    def ray_workers_wanted(self) -> int | None:
+        """``ray_workers``, or ``MAESTRO_RAY_WORKERS`` when unset: 0 is no Ray, None is one
+        worker per CPU that Ray has."""
+        return RaySettings().workers if self.ray_workers is None else self.ray_workers
+
 
 def resolve_domains(params: NightlyParams) -> list[Domain]:
     """Load and validate every domain named (or the library) before anything is written."""
@@ -173,7 +178,7 @@ def simulate(
     )
     started = time.perf_counter()
     stats = {"episodes": 0, "skipped": len(done), "llm_calls": 0, "simulate_s": 0.0, "write_s": 0.0}
-    ray_workers = RaySettings().workers if params.ray_workers is None else params.ray_workers
+    ray_workers = params.ray_workers_wanted()
     workers = 0
     if ray_workers != 0 and jobs:
         # Ray's start is orchestration, not simulation: it is left out of simulate_s.
