@@ -4,7 +4,6 @@ from maestro.agents.client import (
     CallLog,
     CallRecorder,
     ChatClient,
-    Completion,
     EmptyCompletionError,
     Endpoints,
     LLMCall,
@@ -12,7 +11,7 @@ from maestro.agents.client import (
 )
 from maestro.agents.embedded import EmbeddedModelError, EmbeddedServer
 from maestro.agents.judge import LLMJudge
-from maestro.agents.roles import STOP, TRANSFER, Assistant, UserSimulator
+from maestro.agents.roles import Assistant, UserSimulator
 from maestro.agents.scripted_server import (
     FaultRates,
     Reply,
@@ -28,6 +27,7 @@ from maestro.agents.settings import (
     RoleSettings,
     load_llm_settings,
 )
+from maestro.conversation import STOP, TRANSFER, Completion
 
 __all__ = [
     "ROLES",

@@ -20,7 +20,7 @@ import aiohttp
 from pydantic import BaseModel
 
 from maestro.agents.settings import Role, RoleSettings
-from maestro.simulation.trajectory import Message, ToolCall
+from maestro.conversation import Completion, Message, ToolCall, to_openai
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -69,40 +69,6 @@ class CallLog:
 
     def record(self, call: LLMCall) -> None:
         self.calls.append(call)
-
-
-@dataclass
-class Completion:
-    """The assistant message a call produced, and what it cost."""
-
-    message: Message
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    attempts: int
-
-
-def to_openai(message: Message) -> dict[str, Any]:
-    """A trajectory message in the chat-completions wire format."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {
-                    "name": c.name,
-                    "arguments": c.arguments
-                    if isinstance(c.arguments, str)
-                    else json.dumps(c.arguments),
-                },
-            }
-            for c in message.tool_calls
-        ]
-    if message.role == "tool":
-        out["tool_call_id"] = message.tool_call_id
-    return out
 
 
 def parse_choice(body: dict[str, Any]) -> tuple[Message, str | None]:

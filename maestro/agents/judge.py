@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from maestro.agents.client import ChatClient, ProviderError
+from maestro.conversation import Trajectory
 from maestro.domains.models import Task
 from maestro.scoring.card import AssertionVerdict
 from maestro.scoring.judge import JudgeError
-from maestro.simulation.trajectory import Trajectory
 
 JUDGE_PROMPT = """You judge a customer-service conversation between an AI agent and a customer.
 The transcript shows every message, every tool call the agent made and every tool result.

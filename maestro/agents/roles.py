@@ -8,13 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from maestro.agents.client import ChatClient, Completion
+from maestro.agents.client import ChatClient
+from maestro.conversation import STOP, TRANSFER, Completion, Message
 from maestro.domains.models import Task
 from maestro.domains.package import Domain
-from maestro.simulation.trajectory import Message
-
-STOP = "###STOP###"
-TRANSFER = "###TRANSFER###"
 
 ASSISTANT_PREAMBLE = """You are a customer-service agent for {name}. {description}
 Today is {today}. Follow the policy below exactly. Use the tools to look things up and to make
@@ -113,14 +110,3 @@ class UserSimulator:
             elif m.role == "assistant" and m.content:
                 messages.append({"role": "user", "content": m.content})
         return await self.client.complete(messages, None, episode=episode, seed=seed)
-
-
-def user_signal(text: str | None) -> str | None:
-    """'stop' or 'transfer' when the user's message ends the conversation."""
-    if not text:
-        return None
-    if STOP in text:
-        return "stop"
-    if TRANSFER in text:
-        return "transfer"
-    return None

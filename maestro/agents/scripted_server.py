@@ -34,7 +34,7 @@ from aiohttp import web
 from pydantic import BaseModel, Field
 
 from maestro.agents.background import BackgroundApp
-from maestro.agents.roles import STOP
+from maestro.conversation import STOP
 from maestro.domains import Domain, Task, library_ids, library_path, load_domain
 from maestro.simulation.scripted import GREETING
 

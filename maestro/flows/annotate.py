@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from maestro.simulation.trajectory import Message, ToolCall, Trajectory
+from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.storage.lake import Lake
 
 SHEET_COLUMNS = (

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from maestro.agents.client import LLMCall
+from maestro.conversation import Message
 from maestro.domains.models import Task
 from maestro.domains.package import Domain
 from maestro.scoring.card import ScoreCard
 from maestro.simulation.episode import EpisodeResult
-from maestro.simulation.trajectory import Message
 
 PACKAGE_FILES = ("domain.json", "models.py", "tools.py", "policy.md", "db.json")
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from maestro.agents.client import CallLog, ChatClient, Endpoints, LLMCall
 from maestro.agents.review import ReviewError, review_failures
 from maestro.agents.settings import LLMSettings, Role
+from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains import (
     Domain,
     TaskStateError,
@@ -43,7 +44,6 @@ from maestro.scoring import check_task, gates
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination
 from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
-from maestro.simulation.trajectory import Message, ToolCall, Trajectory
 from maestro.storage import Lake
 
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from maestro.conversation import ToolCall, Trajectory
 from maestro.domains.models import Action, RewardType, Task
 from maestro.domains.package import Domain, ReplayResult, replay_calls, replay_gold
 from maestro.domains.store import compare_sessions
 from maestro.scoring.card import CheckItem, CriterionScore
-from maestro.simulation.trajectory import ToolCall, Trajectory
 
 
 @dataclass

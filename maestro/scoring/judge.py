@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from maestro.conversation import Trajectory
 from maestro.domains.models import Task
 from maestro.scoring.card import AssertionVerdict
-from maestro.simulation.trajectory import Trajectory
 
 
 class JudgeError(Exception):

@@ -15,9 +15,9 @@ import math
 
 from pydantic import BaseModel, Field
 
+from maestro.conversation import Trajectory
 from maestro.domains.models import Task
 from maestro.scoring.card import ScoreCard
-from maestro.simulation.trajectory import Trajectory
 
 
 class EfficiencyPenalty(BaseModel):

@@ -6,6 +6,7 @@ a judge, injected by the caller. Without one they stay ``pending``, never a free
 
 from __future__ import annotations
 
+from maestro.conversation import Trajectory
 from maestro.domains.models import RewardType, Task
 from maestro.domains.package import Domain, ReplayResult
 from maestro.scoring.card import CheckItem, CriterionScore, ScoreCard
@@ -17,7 +18,6 @@ from maestro.scoring.criteria import (
     db_check,
 )
 from maestro.scoring.judge import Judge, JudgeError
-from maestro.simulation.trajectory import Trajectory
 
 DETERMINISTIC: dict[RewardType, Check] = {
     RewardType.DB: db_check(),

@@ -1,5 +1,6 @@
 """simulation/: episodes, trajectories, and scripted yardstick conversations. Never decides rewards."""
 
+from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.simulation.scripted import (
     GREETING,
     calls_trajectory,
@@ -7,7 +8,6 @@ from maestro.simulation.scripted import (
     null_trajectory,
     perturbed_trajectory,
 )
-from maestro.simulation.trajectory import Message, ToolCall, Trajectory
 
 __all__ = [
     "GREETING",

@@ -15,11 +15,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from maestro.agents.client import Completion, ProviderError
-from maestro.agents.roles import user_signal
+from maestro.agents.client import ProviderError
+from maestro.conversation import Completion, Message, Trajectory, user_signal
 from maestro.domains.models import Task
 from maestro.domains.package import Domain, TaskStateError
-from maestro.simulation.trajectory import Message, Trajectory
 
 
 class Termination(StrEnum):

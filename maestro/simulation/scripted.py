@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains.models import Action, Task
 from maestro.domains.package import Domain
-from maestro.simulation.trajectory import Message, ToolCall, Trajectory
 
 GREETING = "Hello! How can I help you today?"
 

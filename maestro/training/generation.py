@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from maestro.agents.client import parse_choice
 from maestro.agents.embedded import extract_tool_calls
-from maestro.simulation.trajectory import Message
+from maestro.conversation import Message
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

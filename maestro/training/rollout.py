@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from maestro.agents.client import ChatClient, Completion, Endpoints, ProviderError, to_openai
+from maestro.agents.client import ChatClient, Endpoints, ProviderError
 from maestro.agents.roles import UserSimulator
 from maestro.agents.settings import RoleSettings
+from maestro.conversation import Completion, Message, Trajectory, to_openai
 from maestro.domains import Domain
 from maestro.domains.models import Task
 from maestro.scoring.judge import Judge
 from maestro.scoring.reward import EfficiencyPenalty, trajectory_reward
 from maestro.scoring.scorer import Scorer
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult, run_episode
-from maestro.simulation.trajectory import Message, Trajectory
 from maestro.training.generation import ChatGenerator, SamplingSettings
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from maestro.agents.background import BackgroundApp
-from maestro.agents.client import to_openai
+from maestro.conversation import to_openai
 from maestro.training.generation import ChatGenerator
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from maestro.conversation import Trajectory
 from maestro.domains import Domain, library_path, load_domain
 from maestro.flows.annotate import (
     AnnotationError,
@@ -31,7 +32,6 @@ from maestro.flows.records import episode_row, score_row, task_row
 from maestro.scoring import RuleJudge, Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
 from maestro.simulation.scripted import gold_trajectory, null_trajectory
-from maestro.simulation.trajectory import Trajectory
 from maestro.storage import Lake, LakeSettings
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))

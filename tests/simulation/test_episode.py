@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from maestro.agents.client import Endpoints
-from maestro.agents.roles import OPENING, STOP, TRANSFER, Assistant, UserSimulator
+from maestro.agents.roles import OPENING, Assistant, UserSimulator
 from maestro.agents.scripted_server import Reply, ScriptedCall, ScriptedServer
+from maestro.conversation import STOP, TRANSFER
 from maestro.domains import Domain
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination, run_episode
@@ -160,7 +161,7 @@ def test_a_user_who_stops_before_saying_anything_is_a_simulator_error(
 
 
 def test_the_user_sees_no_tool_traffic_and_swapped_roles(toy: Domain) -> None:
-    from maestro.simulation.trajectory import Message, ToolCall
+    from maestro.conversation import Message, ToolCall
 
     user = UserSimulator(None, toy, toy.task("toy_cancel"))  # type: ignore[arg-type]
     assert "Your customer id is C1." in user.system and STOP in user.system

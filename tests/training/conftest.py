@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from maestro.conversation import Trajectory
 from maestro.domains import Domain
 from maestro.flows.records import domain_row, episode_row, score_row, task_row
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
 from maestro.simulation.scripted import gold_trajectory, null_trajectory
-from maestro.simulation.trajectory import Trajectory
 from maestro.storage import Lake, LakeSettings
 from maestro.training.models import BaseModelSpec, load_tokenizer
 

@@ -1,12 +1,23 @@
-"""The trajectory: every message of an episode, tool calls and tool results included."""
+"""The conversation vocabulary every stage speaks: messages, tool calls, trajectories,
+completions, and the user's stop and transfer signals.
+
+A leaf module: it imports nothing from maestro, so agents, simulation, scoring, storage and
+training can all depend on it without cycles.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+#: What the user simulator writes to end the conversation, or to ask for a human agent.
+STOP = "###STOP###"
+TRANSFER = "###TRANSFER###"
 
 
 class ToolCall(BaseModel):
@@ -69,6 +80,49 @@ class Trajectory(BaseModel):
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass
+class Completion:
+    """The assistant message a call produced, and what it cost."""
+
+    message: Message
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int
+
+
+def to_openai(message: Message) -> dict[str, Any]:
+    """A trajectory message in the chat-completions wire format."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": c.arguments
+                    if isinstance(c.arguments, str)
+                    else json.dumps(c.arguments),
+                },
+            }
+            for c in message.tool_calls
+        ]
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def user_signal(text: str | None) -> str | None:
+    """'stop' or 'transfer' when the user's message ends the conversation."""
+    if not text:
+        return None
+    if STOP in text:
+        return "stop"
+    if TRANSFER in text:
+        return "transfer"
+    return None
