@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from maestro.storage import Lake, StorageError
+from maestro.storage import Lake, QueryRefused, StorageError
 
 
 def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
@@ -40,14 +40,19 @@ def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
 
 def query(
     sql: str = typer.Argument(
-        ..., help="SQL over the lake's tables (polars SQL), e.g. 'select count(*) from episodes'."
+        ...,
+        help="One query over the lake's tables (polars SQL), e.g. 'select count(*) from "
+        "episodes'. Files, URLs and table functions are refused.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON."),
-    limit: int = typer.Option(50, help="Rows shown in the table view."),
+    limit: int = typer.Option(50, min=1, help="Rows shown in the table view."),
 ) -> None:
-    """Run SQL over every table of the lake."""
+    """Run one SQL query over the lake's tables (and nothing else)."""
     try:
         df = Lake().query(sql)
+    except QueryRefused as exc:
+        typer.echo(f"error: query refused: {exc}", err=True)
+        raise typer.Exit(2) from None
     except StorageError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None

@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maestro.storage.schemas import TABLES, TableDef
+from maestro.storage.sql import allowed_sql
 
 WriteMode = Literal["merge", "insert"]
 
@@ -364,13 +365,12 @@ class Lake:
             "files_removed": len(removed),
         }
 
-    def context(self) -> pl.SQLContext[Any]:
-        """A polars SQL context with every table registered under its name."""
-        return pl.SQLContext({name: self.read(name) for name in TABLES})
-
     def query(self, sql: str) -> pl.DataFrame:
-        """Run SQL over all tables (polars SQL)."""
+        """Run one SQL query over the lake's tables (polars SQL); :class:`QueryRefused` when it
+        reaches for anything else (a file, a URL, a table function: see ``storage/sql.py``)."""
+        checked = allowed_sql(sql, TABLES)
+        context = pl.SQLContext({name: self.read(name) for name in TABLES})
         try:
-            return self.context().execute(sql, eager=False).collect()
+            return context.execute(checked, eager=False).collect()
         except Exception as exc:
             raise StorageError(f"query failed: {exc}") from None

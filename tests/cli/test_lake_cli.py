@@ -50,5 +50,18 @@ def test_tables_and_query(tmp_path: Path) -> None:
 
 def test_a_bad_query_says_why(tmp_path: Path) -> None:
     proc = run(tmp_path, "query", "select nothing from nowhere")
+    assert proc.returncode == 2
+    assert "no table 'nowhere'; the lake's tables are" in proc.stderr
+    proc = run(tmp_path, "query", "select nothing from scores")
     assert proc.returncode == 1
-    assert "query failed" in proc.stderr
+    assert "query failed" in proc.stderr and "nothing" in proc.stderr
+
+
+def test_a_query_reaching_for_a_file_is_refused_with_exit_2(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\ns3cr3t\n")
+    proc = run(tmp_path / "lake", "query", f"select * from read_csv('{secret}')")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: query refused: line 1, column 15: read_csv(...)")
+    assert "s3cr3t" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "lake").exists()  # nothing written
