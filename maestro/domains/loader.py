@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import json
 import sys
 import traceback
 import types
@@ -19,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from maestro.domains import files
 from maestro.domains.errors import DomainLoadError, Problem
 from maestro.domains.models import DomainManifest, Task
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
@@ -49,11 +49,14 @@ def inspect_package(
 ) -> tuple[Domain | None, list[Problem]]:
     """Load what can be loaded and list every problem; the domain is None when unusable."""
     root = Path(path)
-    problems: list[Problem] = []
     if not root.is_dir():
         return None, [Problem(str(root), "", "not a folder")]
+    # Links and special files refuse the whole package before any file of it is read.
+    problems = files.scan_package(root)
+    if problems:
+        return None, problems
     for name in PACKAGE_FILES:
-        if not (root / name).is_file():
+        if not files.lexists(root, name):
             problems.append(Problem(name, "", "missing"))
 
     manifest = _load_manifest(root, problems)
@@ -85,20 +88,6 @@ def _inspect_untrusted(root: Path, *, check_gold: bool) -> tuple[Domain | None, 
 # ----- domain.json ------------------------------------------------------------------------------
 
 
-def _read_json(path: Path, problems: list[Problem]) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except json.JSONDecodeError as exc:
-        problems.append(
-            Problem(path.name, f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}")
-        )
-    except UnicodeDecodeError as exc:
-        problems.append(Problem(path.name, f"byte {exc.start}", "not UTF-8 text"))
-    return None
-
-
 def _validation_problems(file: str, prefix: str, exc: ValidationError) -> list[Problem]:
     out = []
     for err in exc.errors():
@@ -109,7 +98,7 @@ def _validation_problems(file: str, prefix: str, exc: ValidationError) -> list[P
 
 
 def _load_manifest(root: Path, problems: list[Problem]) -> DomainManifest | None:
-    raw = _read_json(root / "domain.json", problems)
+    raw = files.read_json(root, "domain.json", problems)
     if raw is None:
         return None
     try:
@@ -136,15 +125,17 @@ def _import(
     root: Path, package: str, stem: str, problems: list[Problem]
 ) -> types.ModuleType | None:
     file = root / f"{stem}.py"
-    if not file.is_file():
+    source = files.read_text(root, file.name, problems)
+    if source is None:
         return None
     name = f"{package}.{stem}"
     spec = importlib.util.spec_from_file_location(name, file)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        # The source read above (a regular file, size-capped), not the path read again.
+        exec(compile(source, str(file), "exec"), module.__dict__)
     except SyntaxError as exc:
         problems.append(Problem(file.name, f"line {exc.lineno}", f"syntax error: {exc.msg}"))
         return None
@@ -248,7 +239,7 @@ def _walk(ann: Any, value: Any, where: str, table: str | None) -> list[tuple[str
 
 
 def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
-    raw = _read_json(root / "db.json", problems)
+    raw = files.read_json(root, "db.json", problems)
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -317,9 +308,8 @@ def _load_tools(root: Path, package: str, problems: list[Problem]) -> Toolkit | 
 
 
 def _load_policy(root: Path, problems: list[Problem]) -> str | None:
-    try:
-        text = (root / "policy.md").read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = files.read_text(root, "policy.md", problems)
+    if text is None:
         return None
     if not text.strip():
         problems.append(Problem("policy.md", "", "is empty"))
@@ -332,22 +322,10 @@ def _load_policy(root: Path, problems: list[Problem]) -> str | None:
 def _load_tasks(
     root: Path, domain: Domain, problems: list[Problem], *, check_gold: bool
 ) -> list[Task]:
-    path = root / "tasks.jsonl"
-    if not path.is_file():
-        return []
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, raw in files.read_jsonl(root, "tasks.jsonl", problems):
         where = f"line {lineno}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(
-                Problem("tasks.jsonl", where, f"invalid JSON: {exc.msg} at column {exc.colno}")
-            )
-            continue
         if isinstance(raw, dict) and isinstance(raw.get("id"), str):
             where = f"line {lineno} (task {raw['id']})"
         try:

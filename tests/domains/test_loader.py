@@ -232,3 +232,156 @@ def test_a_synthesized_package_with_hostile_tools_is_never_imported(toy_copy: Pa
     (toy_copy / "domain.json").write_text(json.dumps(manifest))
     inspect_package(toy_copy)
     assert marker.exists()
+
+
+# ----- package files as hostile input (maestro/domains/files.py) -------------------------------
+
+
+def _problems_within(package: Path, timeout_s: float = 30.0) -> list[str]:
+    """inspect_package's problems as text; fails (instead of hanging) if it does not return."""
+    import threading
+
+    out: list[list[str]] = []
+    worker = threading.Thread(
+        target=lambda: out.append([str(p) for p in inspect_package(package)[1]]), daemon=True
+    )
+    worker.start()
+    worker.join(timeout_s)
+    assert out, f"inspect_package({package}) still running after {timeout_s} s"
+    return out[0]
+
+
+def test_a_symlinked_package_file_is_refused_before_it_is_read(
+    toy_copy: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("s3cr3t host file\n")
+    (toy_copy / "policy.md").unlink()
+    (toy_copy / "policy.md").symlink_to(secret)
+    messages = _problems_within(toy_copy)
+    assert messages == [
+        f"policy.md: is a symbolic link (to {secret}); package files must be regular files "
+        "inside the package"
+    ]
+    assert not any("s3cr3t" in m for m in messages)
+
+
+def test_symlinks_anywhere_in_the_package_are_refused_even_inside_it(toy_copy: Path) -> None:
+    (toy_copy / "extra").mkdir()
+    (toy_copy / "extra" / "passwd").symlink_to("/etc/passwd")
+    (toy_copy / "tasks2.jsonl").symlink_to(toy_copy / "tasks.jsonl")
+    messages = _problems_within(toy_copy)
+    assert len(messages) == 2
+    assert messages[0].startswith("extra/passwd: is a symbolic link (to /etc/passwd)")
+    assert messages[1].startswith("tasks2.jsonl: is a symbolic link")
+
+
+def test_a_synthesized_package_with_a_symlink_is_refused_before_the_sandbox(
+    toy_copy: Path,
+) -> None:
+    _mark_synthesized(toy_copy)
+    (toy_copy / "db.json").rename(toy_copy / "real_db.json")
+    (toy_copy / "db.json").symlink_to("real_db.json")
+    assert _problems_within(toy_copy) == [
+        "db.json: is a symbolic link (to real_db.json); package files must be regular files "
+        "inside the package"
+    ]
+
+
+def test_a_fifo_or_device_as_a_package_file_is_refused_without_blocking(toy_copy: Path) -> None:
+    import os
+    import stat
+
+    (toy_copy / "policy.md").unlink()
+    os.mkfifo(toy_copy / "policy.md")  # opening it for reading would block forever
+    assert _problems_within(toy_copy) == ["policy.md: is a FIFO, not a regular file"]
+    (toy_copy / "policy.md").unlink()
+    try:
+        os.mknod(toy_copy / "policy.md", stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    assert _problems_within(toy_copy) == ["policy.md: is a device, not a regular file"]
+
+
+def test_a_duplicate_key_is_a_problem_with_both_places(toy_copy: Path) -> None:
+    db = (toy_copy / "db.json").read_text()
+    # The second C1 would silently replace the first.
+    db = db.replace('"C2": {"customer_id": "C2"', '"C1": {"customer_id": "C2"', 1)
+    (toy_copy / "db.json").write_text(db)
+    manifest = (toy_copy / "domain.json").read_text()
+    (toy_copy / "domain.json").write_text(
+        manifest.replace('{"id": "toy",', '{"id": "toy", "id": "x",')
+    )
+    messages = _problems_within(toy_copy)
+    assert "db.json:line 3 column 17: duplicate key 'C1' (first at line 2 column 17)" in messages
+    assert "domain.json:line 1 column 15: duplicate key 'id' (first at line 1 column 2)" in messages
+
+
+def test_a_duplicate_key_in_a_task_line_is_a_problem_of_that_line(toy_copy: Path) -> None:
+    lines = (toy_copy / "tasks.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace('{"id": "toy_status",', '{"id": "toy_status", "id": "toy_other",')
+    _write_tasks(toy_copy, lines)
+    assert _problems_within(toy_copy) == [
+        "tasks.jsonl:line 2: duplicate key 'id' (first at line 1 column 2) at column 22"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "huge int",
+            b'{"orders": {"O1": {"total": ' + b"9" * 5000 + b"}}}",
+            "db.json:line 1 column 29: an integer of 5,000 digits; at most 20",
+        ),
+        (
+            "deep nesting",
+            b'{"x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+            "db.json: invalid JSON: nested deeper than 64 levels",
+        ),
+        (
+            "moderate nesting",
+            b'{"x": ' + b"[" * 100 + b"]" * 100 + b"}",
+            "db.json:" + ("x" + "[0]" * 65)[:57] + "...: nested deeper than 64 levels",
+        ),
+        (
+            "lone surrogate",
+            b'{"customers": {"C1": {"name": "\\ud800"}}}',
+            "db.json:customers.C1.name: a lone surrogate in '\\ud800': not encodable text",
+        ),
+        (
+            "not UTF-8",
+            b'{"customers": {}}\n\xff\xfe',
+            "db.json:line 2: not UTF-8 text (byte 18 of the file)",
+        ),
+        ("NaN", b'{"orders": {"O1": {"total": NaN}}}', "db.json:line 1 column 29: NaN is not JSON"),
+        (
+            "float overflow",
+            b'{"orders": {"O1": {"total": 1e999}}}',
+            "db.json:line 1 column 29: 1e999 is too large for a float",
+        ),
+        ("too large", b" " * (64 * 1024 * 1024 + 1), "db.json: is larger than 67,108,864 bytes"),
+    ],
+)
+def test_hostile_json_is_a_load_problem_never_a_traceback(
+    toy_copy: Path, name: str, content: bytes, expected: str
+) -> None:
+    (toy_copy / "db.json").write_bytes(content)
+    domain, problems = inspect_package(toy_copy)
+    assert domain is None
+    assert expected in [str(p) for p in problems], [str(p) for p in problems]
+
+
+def test_hostile_task_lines_are_problems_of_their_line(toy_copy: Path) -> None:
+    lines = (toy_copy / "tasks.jsonl").read_bytes().splitlines()
+    lines.insert(1, b'{"id": "x", "n": ' + b"1" * 5000 + b"}")
+    lines.insert(2, b'{"id": "\xc3\x28"}')
+    lines.insert(3, b'{"id": "\\udfff"}')
+    (toy_copy / "tasks.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    _, problems = inspect_package(toy_copy)
+    messages = [str(p) for p in problems]
+    assert messages == [
+        "tasks.jsonl:line 2: an integer of 5,000 digits; at most 20 at column 18",
+        "tasks.jsonl:line 3: not UTF-8 text (byte 8 of the line)",
+        "tasks.jsonl:line 4 id: a lone surrogate in '\\udfff': not encodable text",
+    ]

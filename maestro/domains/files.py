@@ -1,0 +1,373 @@
+"""Reading a domain package's files as hostile input: what an LLM wrote, or a stranger sent.
+
+Every refusal is a :class:`Problem` naming the file and where in it, never an exception:
+
+- only regular files inside the package are read: a symbolic link anywhere in the package
+  (``policy.md -> /etc/passwd``) and a FIFO, socket or device are refused, and a file is opened
+  with ``O_NOFOLLOW | O_NONBLOCK`` and checked again on its descriptor, so swapping it for a
+  link or a FIFO after the check changes nothing (a FIFO would otherwise block the open);
+- sizes are capped per file (:data:`MAX_BYTES`), and only the cap plus one byte is ever read;
+- text must be UTF-8; JSON must be JSON: a key twice in one object (the last would silently
+  win), ``NaN`` and ``Infinity``, an integer of more than :data:`MAX_INT_DIGITS` digits (Python
+  refuses past 4,300 with a bare ValueError), a float that overflows, nesting deeper than
+  :data:`MAX_DEPTH`, and a lone surrogate (``"\\ud800"`` parses, then breaks every UTF-8 writer
+  downstream) are each a problem with their location.
+
+The loader and the sandbox's package reader both read through here.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from maestro.domains.errors import Problem
+
+#: Per-file caps in bytes (the largest library files are 0.5 MB db.json and 48 KB tasks.jsonl).
+MAX_BYTES: dict[str, int] = {
+    "domain.json": 64 * 1024,
+    "models.py": 1024 * 1024,
+    "tools.py": 2 * 1024 * 1024,
+    "policy.md": 1024 * 1024,
+    "db.json": 64 * 1024 * 1024,
+    "tasks.jsonl": 32 * 1024 * 1024,
+}
+DEFAULT_MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 20
+#: Entries (files and folders) a package may hold, and how deep its folders may go.
+MAX_ENTRIES = 1000
+MAX_FOLDER_DEPTH = 4
+
+
+class _Refused(ValueError):
+    """A value the JSON reader refuses; carries the message of its problem."""
+
+
+def scan_package(root: Path) -> list[Problem]:
+    """Every symbolic link and special file in the package, and too many entries.
+
+    The package folder itself may be reached through a link (the user named it); nothing
+    inside it may be a link.
+    """
+    problems: list[Problem] = []
+    count = 0
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(Problem(_rel(root, folder), "", f"cannot be listed: {exc.strerror}"))
+            continue
+        for entry in entries:
+            count += 1
+            if count > MAX_ENTRIES:
+                return [*problems, Problem(".", "", f"holds more than {MAX_ENTRIES} entries")]
+            name = _rel(root, Path(entry.path))
+            kind = _kind(entry)
+            if kind == "folder":
+                if depth + 1 >= MAX_FOLDER_DEPTH:
+                    problems.append(
+                        Problem(name, "", f"folders nest deeper than {MAX_FOLDER_DEPTH}")
+                    )
+                else:
+                    stack.append((Path(entry.path), depth + 1))
+            elif kind != "file":
+                problems.append(Problem(name, "", _not_regular(kind, Path(entry.path))))
+    return sorted(problems, key=lambda p: p.file)
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    try:
+        mode = entry.stat(follow_symlinks=False).st_mode
+    except OSError:
+        return "unreadable entry"
+    return _mode_kind(mode)
+
+
+def _mode_kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def _not_regular(kind: str, path: Path) -> str:
+    if kind == "link":
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return (
+            f"is a symbolic link (to {target}); package files must be regular files inside "
+            "the package"
+        )
+    return f"is a {kind}, not a regular file"
+
+
+def _rel(root: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(root)) or "."
+    except ValueError:
+        return str(path)
+
+
+def lexists(root: Path, name: str) -> bool:
+    """Whether the package has an entry of that name, of any kind (a dangling link counts)."""
+    return os.path.lexists(root / name)
+
+
+def read_bytes(root: Path, name: str, problems: list[Problem]) -> bytes | None:
+    """The file's bytes; None (and a problem, unless it is missing) when it cannot be read."""
+    limit = MAX_BYTES.get(name, DEFAULT_MAX_BYTES)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        mode = os.lstat(root / name).st_mode
+        if not stat.S_ISREG(mode):  # before opening: opening a device can act on it
+            problems.append(Problem(name, "", _not_regular(_mode_kind(mode), root / name)))
+            return None
+        fd = os.open(root / name, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        reason = "is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        problems.append(Problem(name, "", f"cannot be read: {reason}"))
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # swapped after the lstat
+            problems.append(Problem(name, "", _not_regular(_mode_kind(mode), root / name)))
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        problems.append(Problem(name, "", f"is larger than {limit:,} bytes"))
+        return None
+    return data
+
+
+def read_text(root: Path, name: str, problems: list[Problem]) -> str | None:
+    """The file as UTF-8 text; None (and a problem, unless missing) when it cannot be read."""
+    data = read_bytes(root, name, problems)
+    return None if data is None else decode(data, name, problems)
+
+
+def decode(data: bytes, name: str, problems: list[Problem], where: str = "") -> str | None:
+    """``data`` as UTF-8, or a problem naming the first bad byte and its line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if where:
+            problems.append(Problem(name, where, f"not UTF-8 text (byte {exc.start} of the line)"))
+        else:
+            line = data.count(b"\n", 0, exc.start) + 1
+            problems.append(
+                Problem(name, f"line {line}", f"not UTF-8 text (byte {exc.start} of the file)")
+            )
+        return None
+
+
+def read_json(root: Path, name: str, problems: list[Problem]) -> Any:
+    """The file's JSON value; None (and a problem, unless missing) when it is not usable."""
+    text = read_text(root, name, problems)
+    return None if text is None else parse_json(text, name, problems)
+
+
+def read_jsonl(root: Path, name: str, problems: list[Problem]) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line that is usable JSON; a problem for each
+    line that is not."""
+    data = read_bytes(root, name, problems)
+    if data is None:
+        return
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        where = f"line {lineno}"
+        line = decode(raw, name, problems, where)
+        if line is None or not line.strip():
+            continue
+        value = parse_json(line, name, problems, where)
+        if value is not None:
+            yield lineno, value
+
+
+def parse_json(text: str, name: str, problems: list[Problem], where: str = "") -> Any:
+    """A JSON value by the rules of this module; None and a problem when it breaks one."""
+    found: list[Problem] = []
+
+    def at(line: int, col: int, message: str) -> None:
+        # A JSONL line is one line: its location is the caller's ``where``, the column is told.
+        if where:
+            found.append(Problem(name, where, f"{message} at column {col}"))
+        else:
+            found.append(Problem(name, f"line {line} column {col}", message))
+
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_object,
+            parse_int=_int,
+            parse_float=_float,
+            parse_constant=_constant,
+        )
+    except json.JSONDecodeError as exc:
+        at(exc.lineno, exc.colno, f"invalid JSON: {exc.msg}")
+    except RecursionError:
+        found.append(Problem(name, where, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"))
+    except _Refused as exc:
+        at(*_locate(text, str(exc)))
+    else:
+        path_problem = _check_value(value)
+        if path_problem is None:
+            return value
+        location, message = path_problem
+        if len(location) > 60:
+            location = location[:57] + "..."
+        found.append(Problem(name, f"{where} {location}".strip(), message))
+    problems.extend(found)
+    return None
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Refused("duplicate")
+    return out
+
+
+def _int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused("bignum")
+    return int(digits)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused("overflow")
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise _Refused("constant")
+
+
+def _check_value(value: Any) -> tuple[str, str] | None:
+    """(location, message) of the first string with a lone surrogate or of nesting too deep."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return path or "(top)", f"nested deeper than {MAX_DEPTH} levels"
+        if isinstance(node, str):
+            if _has_surrogate(node):
+                return path or "(top)", f"a lone surrogate in {node[:40]!a}: not encodable text"
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                child_path = f"{path}.{key}" if path else key
+                if _has_surrogate(key):
+                    return path or "(top)", f"a lone surrogate in the key {key[:40]!a}"
+                stack.append((child, child_path, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# ----- where a refused value is --------------------------------------------------------------
+
+_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|([^\s{}\[\]:,"]+))', re.S)
+
+
+def _locate(text: str, kind: str) -> tuple[int, int, str]:
+    """Line, column and message of the first value of the refused ``kind`` (only run once a
+    value was refused, so its cost does not matter)."""
+    objects: list[dict[str, int] | None] = []  # per open container: its keys' offsets, or None
+    expect_key = False
+    pos = 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            break
+        pos = match.end()
+        string, punct, word = match.groups()
+        start = match.start(1) if string else match.start(2) if punct else match.start(3)
+        if punct in ("{", "["):
+            objects.append({} if punct == "{" else None)
+            expect_key = punct == "{"
+        elif punct in ("}", "]"):
+            if objects:
+                objects.pop()
+            expect_key = False
+        elif punct == ",":
+            expect_key = bool(objects) and objects[-1] is not None
+        elif string is not None and expect_key and objects and objects[-1] is not None:
+            expect_key = False
+            key = json.loads(string)
+            keys = objects[-1]
+            if kind == "duplicate" and key in keys:
+                first_line, first_col = _line_col(text, keys[key])
+                line, col = _line_col(text, start)
+                return (
+                    line,
+                    col,
+                    f"duplicate key {key!r} (first at line {first_line} column {first_col})",
+                )
+            keys[key] = start
+        elif word is not None:
+            message = _word_problem(word, kind)
+            if message:
+                return (*_line_col(text, start), message)
+    return (
+        1,
+        1,
+        {
+            "duplicate": "a key appears twice in one object",
+            "bignum": f"an integer has more than {MAX_INT_DIGITS} digits",
+            "overflow": "a number is too large for a float",
+            "constant": "NaN and Infinity are not JSON",
+        }.get(kind, kind),
+    )
+
+
+def _word_problem(word: str, kind: str) -> str | None:
+    if kind == "bignum" and re.fullmatch(r"-?\d+", word) and len(word.lstrip("-")) > MAX_INT_DIGITS:
+        return f"an integer of {len(word.lstrip('-')):,} digits; at most {MAX_INT_DIGITS}"
+    if kind == "overflow" and re.fullmatch(r"-?[\d.]+[eE][+-]?\d+|-?[\d.]+", word):
+        try:
+            if not math.isfinite(float(word)):
+                return f"{word[:30]} is too large for a float"
+        except ValueError:
+            return None
+    if kind == "constant" and word in ("NaN", "Infinity", "-Infinity"):
+        return f"{word} is not JSON"
+    return None
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
