@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from maestro.cli.output import console, styled
 from maestro.domains import (
     Domain,
     DomainLoadError,
@@ -47,7 +48,7 @@ def load_or_exit(target: str) -> Domain:
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True)
+    return console()
 
 
 def _overview(domain: Domain) -> dict[str, Any]:
@@ -84,7 +85,7 @@ def list_domains(as_json: bool = typer.Option(False, "--json", help="Print JSON.
     table = Table("id", "name", "version", "industry", "tools (write)", "records", "tasks")
     for r in rows:
         if "error" in r:
-            table.add_row(r["id"], f"[red]{r['error']}[/red]", "", "", "", "", "")
+            table.add_row(r["id"], styled((r["error"], "red")), "", "", "", "", "")
         else:
             table.add_row(
                 r["id"],
@@ -126,7 +127,10 @@ def show(
         return
     con = _console()
     con.print(
-        f"[bold]{domain.manifest.name}[/bold] ({domain.id} {domain.manifest.version}) — {domain.manifest.industry or ''}"
+        styled(
+            (domain.manifest.name, "bold"),
+            f" ({domain.id} {domain.manifest.version}) — {domain.manifest.industry or ''}",
+        )
     )
     con.print(domain.manifest.description)
     con.print(
@@ -198,18 +202,23 @@ def validate(
         n = s["tasks"]
         if not as_json:
             con.print(
-                f"[bold]{name}[/bold]: {n} tasks; gold scores 1: {s['gold_pass']}/{n}; "
-                f"do-nothing scores 0: {s['null_fail']}/{n}; perturbed scores 0: {s['perturbed_fail']}/{n}; "
-                f"NL assertions not yet judged: {s['nl_not_judged']}"
+                styled(
+                    (name, "bold"),
+                    f": {n} tasks; gold scores 1: {s['gold_pass']}/{n}; "
+                    f"do-nothing scores 0: {s['null_fail']}/{n}; perturbed scores 0: "
+                    f"{s['perturbed_fail']}/{n}; NL assertions not yet judged: {s['nl_not_judged']}",
+                )
             )
             for p in check.summary()["problems"]:
-                con.print(f"  [red]✗[/red] {p}", markup=True, highlight=False)
+                con.print(styled("  ", ("✗", "red"), f" {p}"))
     failed = bool(totals["problems"]) or any(
         totals[k] != totals["tasks"] for k in ("gold_pass", "null_fail", "perturbed_fail")
     )
     if as_json:
         print(json.dumps(totals))
     elif not failed:
-        con.print(f"[green]ok[/green]: {totals['domains']} domain(s), {totals['tasks']} tasks")
+        con.print(
+            styled(("ok", "green"), f": {totals['domains']} domain(s), {totals['tasks']} tasks")
+        )
     if failed:
         raise typer.Exit(1)

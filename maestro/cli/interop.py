@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from maestro.cli.domains import load_or_exit
+from maestro.cli.inputs import seconds
 
 export_app = typer.Typer(help="Write a domain in another harness's format.", no_args_is_help=True)
 annotate_app = typer.Typer(
@@ -17,20 +18,65 @@ annotate_app = typer.Typer(
 def serve_mcp(
     domain_id: str = typer.Argument(..., metavar="DOMAIN", help="Library id or package folder."),
     transport: str = typer.Option("http", help="http (streamable HTTP at /mcp) or stdio."),
-    host: str = typer.Option("127.0.0.1", help="HTTP: interface to listen on."),
-    port: int = typer.Option(8765, help="HTTP: port to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", help="HTTP: interface to listen on (other than loopback needs --token)."
+    ),
+    port: int = typer.Option(8765, min=1, max=65535, help="HTTP: port to listen on."),
+    token: str | None = typer.Option(
+        None,
+        envvar="MAESTRO_MCP_TOKEN",
+        help="HTTP: require 'Authorization: Bearer TOKEN' on every request.",
+    ),
     task: str | None = typer.Option(None, help="Start every session at this task's state."),
-    reset_tool: bool = typer.Option(True, help="List the maestro_reset_session control tool."),
+    reset_tool: bool = typer.Option(
+        True, help="List the control tools (maestro_open/reset/close_session)."
+    ),
+    max_sessions: int = typer.Option(
+        256, min=1, max=100_000, help="Environment sessions held at once."
+    ),
+    idle_timeout_s: float = typer.Option(
+        600.0,
+        parser=seconds,
+        metavar="SECONDS",
+        help="A session without a request for this long ends.",
+    ),
 ) -> None:
     """Serve a domain's tools over MCP, one copy-on-write session per client."""
     import anyio
 
-    from maestro.domains.mcp_server import MCPOptions, MCPServerError, serve_http, serve_stdio
+    from maestro.domains.mcp_server import (
+        MCPOptions,
+        MCPServerError,
+        check_listen,
+        is_loopback,
+        serve_http,
+        serve_stdio,
+    )
 
     if transport not in ("http", "stdio"):
         raise typer.BadParameter("must be 'http' or 'stdio'", param_hint="--transport")
+    if token is not None and len(token) < 16:
+        raise typer.BadParameter("use at least 16 characters", param_hint="--token")
+    if transport == "http" and token is None and not is_loopback(host):
+        raise typer.BadParameter(
+            f"{host} is not a loopback address: anyone who reaches it could call the tools; "
+            "give --token (or MAESTRO_MCP_TOKEN)",
+            param_hint="--host",
+        )
+    try:
+        if transport == "http":
+            check_listen(host, port)  # before the domain loads: a taken port is said at once
+    except MCPServerError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--port") from None
     domain = load_or_exit(domain_id)
-    options = MCPOptions(task_id=task, reset_tool=reset_tool)
+    options = MCPOptions(
+        task_id=task,
+        reset_tool=reset_tool,
+        max_sessions=max_sessions,
+        max_transport_sessions=max_sessions,
+        idle_timeout_s=idle_timeout_s,
+        token=token,
+    )
     try:
         if transport == "stdio":
             anyio.run(serve_stdio, domain, options)

@@ -6,9 +6,9 @@ import json
 
 import polars as pl
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from maestro.cli.output import console
 from maestro.storage import Lake, QueryRefused, StorageError
 
 
@@ -35,7 +35,7 @@ def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
             str(i.files),
             i.description,
         )
-    Console(soft_wrap=True).print(table)
+    console().print(table)
 
 
 def query(

@@ -1,56 +1,82 @@
 """A domain's tools as a stateful Model Context Protocol server (streamable HTTP or stdio).
 
 Each MCP client gets its own copy-on-write :class:`Session`, so concurrent clients never see
-each other's writes. Which environment session a request belongs to is decided, in order, by:
+each other's writes, and no client can reach another's session (``domains/mcp_sessions.py``
+says who owns which, and how sessions end). Which session a request belongs to:
 
-1. ``_meta["maestro/session"]`` on the request: a name the client picks. It works on every
-   protocol revision and transport, and is the only way on the 2026-07-28 revision, whose
-   requests are self-contained (no handshake, no ``Mcp-Session-Id``).
-2. The ``Mcp-Session-Id`` header of a handshake-era HTTP session.
+1. ``_meta["maestro/session"]`` holding a token from ``maestro_open_session``: that session. This
+   is how a client of the 2026-07-28 revision holds state, since its requests are
+   self-contained (no handshake, no ``Mcp-Session-Id``).
+2. A handshake-era HTTP session (``Mcp-Session-Id``, unguessable, checked by the SDK): its own
+   session, or, with ``_meta["maestro/session"]: "<name>"``, a session of that name that belongs
+   to this connection alone.
 3. stdio: the one client of this process.
 
 A request with none of these is refused with an error naming the fix, rather than served from a
-throwaway session whose writes would silently vanish.
+throwaway session whose writes would silently vanish; so is a name the server never handed out,
+and a session that ended (idle, closed): never a fresh database in its place.
 
 The tools listed are the domain's tools with exactly the runtime's JSON schemas
-(:meth:`Toolkit.schemas`), plus one control tool, ``maestro_reset_session``, that puts the
-caller's session back at a task's initial state. It is a tool and not a custom request because
-tools/list and tools/call are all that ordinary MCP clients (agent SDKs, desktop apps) can send;
-an evaluation harness hides it from the agent under test. A tool whose outcome is not ``ok``
+(:meth:`Toolkit.schemas`), plus control tools: ``maestro_open_session`` (a token for a new
+session), ``maestro_reset_session`` (back to a task's initial state) and
+``maestro_close_session``. They are tools and not custom requests because tools/list and
+tools/call are all that ordinary MCP clients (agent SDKs, desktop apps) can send; an evaluation
+harness hides them from the agent under test. A tool whose outcome is not ``ok``
 (business-rule violation, bad arguments, crash, deadline) comes back with ``isError`` set and
 the runtime's message as its text, exactly what an in-process caller would read.
+
+Bounded: at most ``max_sessions`` environment sessions and ``max_transport_sessions`` handshake
+sessions, each ending after ``idle_timeout_s`` without a request; request bodies up to 1 MiB.
+Over HTTP, ``token`` requires ``Authorization: Bearer <token>`` on every request, and serving on
+an address other than loopback without one is refused.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
-from pydantic import BaseModel, Field
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import BaseModel, Field, SecretStr
 from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from maestro.domains.mcp_sessions import (
+    EnvSession,
+    Owner,
+    SessionError,
+    SessionRegistry,
+    is_token,
+    stdio_owner,
+    token_owner,
+    transport_owner,
+)
 from maestro.domains.package import Domain
 from maestro.domains.runtime import ToolOutcome
-from maestro.domains.store import Session
 
 SESSION_META_KEY = "maestro/session"
+OPEN_TOOL = "maestro_open_session"
 RESET_TOOL = "maestro_reset_session"
-_STDIO_KEY = "stdio"
+CLOSE_TOOL = "maestro_close_session"
+CONTROL_TOOLS = (OPEN_TOOL, RESET_TOOL, CLOSE_TOOL)
+MAX_REQUEST_BYTES = 1024 * 1024
+_MAX_NAME_CHARS = 200
 
 
 class MCPServerError(Exception):
-    """The MCP server cannot be built or started (unknown task, port in use, no start in time)."""
+    """The MCP server cannot be built or started (unknown task, port in use, no start in time,
+    a public address without a token)."""
 
 
 class MCPOptions(BaseModel):
@@ -58,70 +84,64 @@ class MCPOptions(BaseModel):
 
     #: Task whose initial state new sessions start at; None: the domain's database.
     task_id: str | None = None
-    #: Sessions kept at once; the least recently used one is dropped beyond this.
-    max_sessions: int = Field(default=256, ge=1)
-    #: List and accept the ``maestro_reset_session`` control tool.
+    #: Environment sessions held at once; past this, a new one is refused (a live one is never
+    #: dropped to make room).
+    max_sessions: int = Field(default=256, ge=1, le=100_000)
+    #: Handshake-era transport sessions held at once (the SDK answers 503 past this): each
+    #: costs about 25 KB of server memory until it ends.
+    max_transport_sessions: int = Field(default=256, ge=1, le=100_000)
+    #: A session (either kind) without a request for this long ends.
+    idle_timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+    #: List the control tools (open, reset, close); maestro_open_session is accepted either way.
     reset_tool: bool = True
     #: Per-call deadline handed to the tool runtime.
-    deadline_s: float = Field(default=5.0, gt=0)
+    deadline_s: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False)
+    #: HTTP: the bearer token every request must carry; None: no authentication (loopback only).
+    token: SecretStr | None = None
 
 
-@dataclass
-class EnvSession:
-    """One client's environment: its copy-on-write session and the task it started from."""
-
-    session: Session
-    task_id: str | None
-    calls: int = 0
-    # Tool calls of one client may arrive concurrently; the runtime's transaction is per call,
-    # so calls on the same session run one at a time.
-    lock: threading.Lock = field(default_factory=threading.Lock)
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
-class SessionRegistry:
-    """The environment sessions of one server, keyed by the client's session name."""
-
-    def __init__(self, domain: Domain, options: MCPOptions) -> None:
-        if options.task_id is not None:
-            domain.task(options.task_id)  # KeyError naming the task when unknown
-        self.domain = domain
-        self.options = options
-        self._sessions: OrderedDict[str, EnvSession] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def get(self, key: str) -> EnvSession:
-        """The client's session, started at the default task's initial state on first use."""
-        env = self._sessions.get(key)
-        if env is None:
-            return self.reset(key, self.options.task_id)
-        self._sessions.move_to_end(key)
-        return env
-
-    def reset(self, key: str, task_id: str | None) -> EnvSession:
-        """Put the client's session at a task's initial state (KeyError for an unknown task)."""
-        task = self.domain.task(task_id) if task_id is not None else None
-        env = EnvSession(self.domain.start_session(task), task_id)
-        self._sessions[key] = env
-        self._sessions.move_to_end(key)
-        while len(self._sessions) > self.options.max_sessions:
-            self._sessions.popitem(last=False)
-        return env
-
-
-def session_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """Which environment session a request belongs to (see the module docstring)."""
+def request_owner(ctx: ServerRequestContext[Any, Any]) -> Owner | str:
+    """Whose session a request is for (see the module docstring), or why it names none usable."""
     meta = ctx.meta or {}
     named = meta.get(SESSION_META_KEY) if isinstance(meta, dict) else None
-    if isinstance(named, str) and named:
-        return f"named:{named}"
+    if named is not None and (
+        not isinstance(named, str) or not named or len(named) > _MAX_NAME_CHARS
+    ):
+        return f"_meta {SESSION_META_KEY} must be a string of 1 to {_MAX_NAME_CHARS} characters"
+    name = named or ""
+    if is_token(name):
+        return token_owner(name)
     request = ctx.request
     if request is None:
-        return _STDIO_KEY
+        return stdio_owner(name)
+    # Mcp-Session-Id means something only on the handshake protocol, where the SDK checked that
+    # it names a live transport session; on the 2026 revision it is just a header anyone sets.
     headers = getattr(request, "headers", None)
-    sid = headers.get("mcp-session-id") if headers is not None else None
-    return f"mcp:{sid}" if sid else None
+    handshake = ctx.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+    sid = headers.get("mcp-session-id") if headers is not None and handshake else None
+    if sid:
+        return transport_owner(sid, name)
+    if name:
+        return (
+            f"unknown session {name!r}: a name holds a session only within a handshake "
+            f"connection; call {OPEN_TOOL} and send the token it returns in _meta "
+            f'{{"{SESSION_META_KEY}": "<token>"}}'
+        )
+    return (
+        "this server keeps state per session, and this request names none. Call "
+        f'{OPEN_TOOL} and send its token in _meta {{"{SESSION_META_KEY}": "<token>"}} with '
+        "each request, or connect with the handshake protocol (Mcp-Session-Id)."
+    )
 
 
 def mcp_tools(domain: Domain, options: MCPOptions) -> list[types.Tool]:
@@ -144,26 +164,50 @@ def mcp_tools(domain: Domain, options: MCPOptions) -> list[types.Tool]:
             )
         )
     if options.reset_tool:
-        tools.append(_reset_tool(domain))
+        tools.extend(_control_tools(domain))
     return tools
 
 
-def _reset_tool(domain: Domain) -> types.Tool:
-    return types.Tool(
-        name=RESET_TOOL,
-        description=(
-            "Control tool (not part of the domain): discard this session's changes and start "
-            "again from a task's initial state, or from the domain's database when task_id is "
-            f"null. Tasks: {', '.join(t.id for t in domain.tasks) or 'none'}."
+_TASK_ARG = {
+    "type": "object",
+    "properties": {"task_id": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+    "required": [],
+    "additionalProperties": False,
+}
+
+
+def _control_tools(domain: Domain) -> list[types.Tool]:
+    tasks = ", ".join(t.id for t in domain.tasks) or "none"
+    control = "Control tool (not part of the domain): "
+    return [
+        types.Tool(
+            name=OPEN_TOOL,
+            description=(
+                f"{control}start a new session at a task's initial state (the domain's "
+                "database when task_id is null) and return its token; send the token as "
+                f'_meta {{"{SESSION_META_KEY}": "<token>"}} with each later request. '
+                f"Tasks: {tasks}."
+            ),
+            input_schema=_TASK_ARG,
+            annotations=types.ToolAnnotations(open_world_hint=False),
         ),
-        input_schema={
-            "type": "object",
-            "properties": {"task_id": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-            "required": [],
-            "additionalProperties": False,
-        },
-        annotations=types.ToolAnnotations(destructive_hint=True, open_world_hint=False),
-    )
+        types.Tool(
+            name=RESET_TOOL,
+            description=(
+                f"{control}discard this session's changes and start again from a task's "
+                "initial state, or from the domain's database when task_id is null. "
+                f"Tasks: {tasks}."
+            ),
+            input_schema=_TASK_ARG,
+            annotations=types.ToolAnnotations(destructive_hint=True, open_world_hint=False),
+        ),
+        types.Tool(
+            name=CLOSE_TOOL,
+            description=f"{control}end this session now; its state is discarded.",
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            annotations=types.ToolAnnotations(destructive_hint=True, open_world_hint=False),
+        ),
+    ]
 
 
 def _result(text: str, *, error: bool, meta: dict[str, Any] | None = None) -> types.CallToolResult:
@@ -182,9 +226,17 @@ def _run_call(
 
 def build_server(domain: Domain, options: MCPOptions | None = None) -> Server[Any]:
     """A low-level MCP server exposing the domain's tools with per-client sessions."""
-    options = options or MCPOptions()
+    return _build(domain, options or MCPOptions())[0]
+
+
+def _build(domain: Domain, options: MCPOptions) -> tuple[Server[Any], SessionRegistry]:
     try:
-        registry = SessionRegistry(domain, options)
+        registry = SessionRegistry(
+            domain,
+            task_id=options.task_id,
+            max_sessions=options.max_sessions,
+            idle_timeout_s=options.idle_timeout_s,
+        )
     except KeyError as exc:
         raise MCPServerError(str(exc.args[0])) from None
     tools = mcp_tools(domain, options)
@@ -197,18 +249,18 @@ def build_server(domain: Domain, options: MCPOptions | None = None) -> Server[An
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        key = session_key(ctx)
-        if key is None:
-            return _result(
-                "Error: this server keeps state per session, and this request names none. "
-                f'Send _meta {{"{SESSION_META_KEY}": "<any name>"}} with each request, or '
-                "connect with the handshake protocol (Mcp-Session-Id).",
-                error=True,
-            )
         args = dict(params.arguments or {})
-        if options.reset_tool and params.name == RESET_TOOL:
-            return _reset(registry, key, args)
-        env = registry.get(key)
+        if params.name == OPEN_TOOL:
+            return _control(registry, None, params.name, args, options)
+        owner = request_owner(ctx)
+        if isinstance(owner, str):
+            return _result(f"Error: {owner}", error=True)
+        if options.reset_tool and params.name in CONTROL_TOOLS:
+            return _control(registry, owner, params.name, args, options)
+        try:
+            env = registry.get(owner)
+        except SessionError as exc:
+            return _result(f"Error: {exc}", error=True, meta={"maestro/status": "session_error"})
         out = await anyio.to_thread.run_sync(
             _run_call, env, domain, params.name, args, options.deadline_s
         )
@@ -218,7 +270,7 @@ def build_server(domain: Domain, options: MCPOptions | None = None) -> Server[An
             meta={"maestro/status": out.status, "maestro/kind": out.kind},
         )
 
-    return Server(
+    server = Server(
         domain.id,
         version=domain.manifest.version,
         title=domain.manifest.name,
@@ -227,32 +279,124 @@ def build_server(domain: Domain, options: MCPOptions | None = None) -> Server[An
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    return server, registry
 
 
-def _reset(registry: SessionRegistry, key: str, args: dict[str, Any]) -> types.CallToolResult:
+def _control(
+    registry: SessionRegistry,
+    owner: Owner | None,
+    name: str,
+    args: dict[str, Any],
+    options: MCPOptions,
+) -> types.CallToolResult:
+    """One control tool call: open (owner None), reset or close the caller's session."""
+    allowed = set() if name == CLOSE_TOOL else {"task_id"}
     task_id = args.get("task_id")
-    extra = set(args) - {"task_id"}
-    if extra or not (task_id is None or isinstance(task_id, str)):
+    if set(args) - allowed or not (task_id is None or isinstance(task_id, str)):
+        wanted = (
+            "no argument" if not allowed else "one optional argument task_id (a string or null)"
+        )
         return _result(
-            f"Error: {RESET_TOOL} takes one optional argument task_id (a string or null); "
-            f"got {json.dumps(args, default=str)}",
-            error=True,
+            f"Error: {name} takes {wanted}; got {json.dumps(args, default=str)[:500]}", error=True
         )
     try:
-        env = registry.reset(key, task_id)
+        if owner is None:
+            token = registry.open_token(task_id)
+            env = registry.get(token_owner(token))
+            body: dict[str, Any] = {"session": token, "meta_key": SESSION_META_KEY}
+        elif name == CLOSE_TOOL:
+            return _result(json.dumps({"closed": registry.close(owner)}), error=False)
+        else:
+            env = registry.reset(owner, task_id)
+            body = {}
     except KeyError as exc:
         return _result(f"Error: {exc.args[0]}", error=True)
-    body = {"task_id": env.task_id, "state_hash": env.session.state_hash()}
+    except SessionError as exc:
+        return _result(f"Error: {exc}", error=True, meta={"maestro/status": "session_error"})
+    body.update(
+        task_id=env.task_id,
+        state_hash=env.session.state_hash(),
+        idle_timeout_s=options.idle_timeout_s,
+    )
     return _result(json.dumps(body), error=False)
+
+
+class _Guard:
+    """ASGI middleware in front of the SDK's app: the bearer token, and a deleted transport
+    session's environment sessions ended with it (not left to idle out)."""
+
+    def __init__(self, app: ASGIApp, token: SecretStr | None, registry: SessionRegistry) -> None:
+        self.app = app
+        self.expected = f"Bearer {token.get_secret_value()}".encode() if token else None
+        self.registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if self.expected is not None and not hmac.compare_digest(
+            headers.get(b"authorization", b""), self.expected
+        ):
+            await _unauthorized(send)
+            return
+        sid = headers.get(b"mcp-session-id")
+        if scope.get("method") != "DELETE" or not sid:
+            await self.app(scope, receive, send)
+            return
+        status: list[int] = []
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+
+        await self.app(scope, receive, watch)
+        if status and status[0] < 300:
+            self.registry.close_transport(sid.decode("latin-1"))
+
+
+async def _unauthorized(send: Send) -> None:
+    body = json.dumps(
+        {"error": "unauthorized", "error_description": "this server needs a bearer token"}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="maestro"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def http_app(
     domain: Domain, options: MCPOptions | None = None, *, host: str = "127.0.0.1"
 ) -> Starlette:
-    """The streamable-HTTP ASGI app, served at ``/mcp``."""
+    """The streamable-HTTP ASGI app, served at ``/mcp``; refuses a non-loopback ``host``
+    without a token."""
+    options = options or MCPOptions()
+    if options.token is None and not is_loopback(host):
+        raise MCPServerError(
+            f"serving on {host} (not loopback) lets anyone who reaches it call the tools: "
+            "give a bearer token (--token, or MAESTRO_MCP_TOKEN)"
+        )
+    server, registry = _build(domain, options)
     # One JSON reply per call instead of an SSE stream: these tools send no progress
     # notifications, and the SSE framing cost 1.8x in calls per second (bench/mcp.py).
-    return build_server(domain, options).streamable_http_app(host=host, json_response=True)
+    app = server.streamable_http_app(
+        host=host,
+        json_response=True,
+        max_sessions=options.max_transport_sessions,
+        session_idle_timeout=options.idle_timeout_s,
+        max_request_body_size=MAX_REQUEST_BYTES,
+    )
+    app.add_middleware(_Guard, token=options.token, registry=registry)
+    return app
 
 
 async def serve_stdio(domain: Domain, options: MCPOptions | None = None) -> None:
@@ -264,11 +408,30 @@ async def serve_stdio(domain: Domain, options: MCPOptions | None = None) -> None
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+def check_listen(host: str, port: int) -> None:
+    """:class:`MCPServerError` unless ``host:port`` can be listened on now."""
+    if not 1 <= port <= 65535:
+        raise MCPServerError(f"port {port} is not between 1 and 65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise MCPServerError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as exc:
+            raise MCPServerError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def serve_http(
     domain: Domain, options: MCPOptions | None = None, *, host: str = "127.0.0.1", port: int = 8765
 ) -> None:
     """Serve over streamable HTTP until interrupted (``http://HOST:PORT/mcp``)."""
-    uvicorn.run(http_app(domain, options, host=host), host=host, port=port, log_level="warning")
+    app = http_app(domain, options, host=host)
+    check_listen(host, port)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -9,18 +9,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import RequestParamsMeta
 
 from maestro.domains import Domain
 from maestro.domains.mcp_server import (
+    CLOSE_TOOL,
+    CONTROL_TOOLS,
+    OPEN_TOOL,
     RESET_TOOL,
     SESSION_META_KEY,
     MCPOptions,
     MCPServerError,
     build_server,
+    http_app,
     running_http_server,
 )
 
@@ -67,12 +73,12 @@ def test_tool_schemas_are_the_runtime_schemas(toy: Domain, url: str) -> None:
             },
         }
         for t in tools
-        if t.name != RESET_TOOL
+        if t.name not in CONTROL_TOOLS
     ]
     assert served == toy.toolkit.schemas()
-    hints = {t.name: t.annotations.read_only_hint for t in tools if t.name != RESET_TOOL}
+    hints = {t.name: t.annotations.read_only_hint for t in tools if t.name not in CONTROL_TOOLS}
     assert hints == {n: toy.toolkit.kind(n) == "read" for n in toy.toolkit.names}
-    assert RESET_TOOL in {t.name for t in tools}
+    assert [t.name for t in tools][-3:] == list(CONTROL_TOOLS)
 
 
 def test_two_concurrent_sessions_do_not_see_each_others_writes(url: str) -> None:
@@ -133,22 +139,206 @@ def test_reset_puts_the_session_back_at_a_task_start(url: str) -> None:
     assert bad.is_error and "nope" in text(bad)
 
 
-def test_stateless_protocol_keys_state_on_the_named_session(url: str) -> None:
-    """The 2026-07-28 revision has no MCP sessions: the client names its own in _meta."""
+def opened(result: Any) -> str:
+    """The token a maestro_open_session call returned."""
+    assert not result.is_error, text(result)
+    token = json.loads(text(result))["session"]
+    assert isinstance(token, str) and token.startswith("mst_")
+    return token
 
-    async def go() -> tuple[Any, str, str]:
+
+def test_stateless_protocol_holds_state_on_a_token_the_server_hands_out(url: str) -> None:
+    """The 2026-07-28 revision has no MCP sessions: the server hands out a token per session."""
+
+    async def go() -> tuple[Any, Any, str, str, str]:
         async with client(url, mode="auto") as c:
             anonymous = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S)
-            mine = named("alice")
+            made_up = await c.call_tool(
+                "get_order", {"order_id": "O1"}, TIMEOUT_S, meta=named("alice")
+            )
+            mine = named(opened(await c.call_tool(OPEN_TOOL, {}, TIMEOUT_S)))
+            other = named(opened(await c.call_tool(OPEN_TOOL, {}, TIMEOUT_S)))
             await c.call_tool("cancel_order", {"order_id": "O1"}, TIMEOUT_S, meta=mine)
             seen = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=mine)
-            other = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=named("bob"))
-            return anonymous, text(seen), text(other)
+            theirs = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=other)
+            forged = named("mst_" + "A" * 32)
+            guessed = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=forged)
+            return anonymous, made_up, text(seen), text(theirs), text(guessed)
 
-    anonymous, seen, other = run(go())
-    assert anonymous.is_error and SESSION_META_KEY in text(anonymous)
+    anonymous, made_up, seen, theirs, guessed = run(go())
+    assert anonymous.is_error and OPEN_TOOL in text(anonymous)
+    assert made_up.is_error and "unknown session 'alice'" in text(made_up)
     assert json.loads(seen)["status"] == "cancelled"
-    assert json.loads(other)["status"] == "pending"
+    assert json.loads(theirs)["status"] == "pending"
+    assert guessed.startswith("Error: unknown session mst_AAAA...: this server never handed it out")
+
+
+def test_a_name_belongs_to_the_connection_that_used_it(url: str) -> None:
+    """Two clients naming the same session each get their own; neither sees the other's."""
+
+    async def go() -> tuple[str, str, str]:
+        async with client(url) as a, client(url) as b:
+            await a.call_tool("cancel_order", {"order_id": "O1"}, TIMEOUT_S, meta=named("shared"))
+            a_sees = await a.call_tool(
+                "get_order", {"order_id": "O1"}, TIMEOUT_S, meta=named("shared")
+            )
+            b_sees = await b.call_tool(
+                "get_order", {"order_id": "O1"}, TIMEOUT_S, meta=named("shared")
+            )
+            a_default = await a.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S)
+            return text(a_sees), text(b_sees), text(a_default)
+
+    a_sees, b_sees, a_default = run(go())
+    assert json.loads(a_sees)["status"] == "cancelled"
+    assert json.loads(b_sees)["status"] == "pending"
+    assert json.loads(a_default)["status"] == "pending"  # names are separate sessions
+
+
+def test_a_forged_session_id_header_on_the_stateless_protocol_reaches_nothing(url: str) -> None:
+    """Mcp-Session-Id is checked by the SDK only on the handshake protocol; on the 2026
+    revision it is a header anyone can set, so it must not select a session."""
+
+    async def go() -> tuple[str, Any]:
+        async with httpx2.AsyncClient(timeout=TIMEOUT_S) as raw:
+            init = await raw.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "victim", "version": "1"},
+                    },
+                },
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+            sid = init.headers["mcp-session-id"]
+        async with client(url) as victim:  # its own handshake session, written to
+            await victim.call_tool("cancel_order", {"order_id": "O1"}, TIMEOUT_S)
+        headers = {"Mcp-Session-Id": sid}
+        async with httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as forged_http:
+            transport = streamable_http_client(url, http_client=forged_http)
+            async with Client(transport, mode="auto", read_timeout_seconds=TIMEOUT_S) as c:
+                return sid, await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S)
+
+    sid, result = run(go())
+    assert len(sid) == 32
+    assert result.is_error and "names none" in text(result)
+
+
+def test_an_idle_session_ends_with_an_error_never_a_fresh_database(toy: Domain) -> None:
+    async def go(endpoint: str) -> tuple[str, Any, Any, Any]:
+        async with client(endpoint, mode="auto") as c:
+            mine = named(opened(await c.call_tool(OPEN_TOOL, {}, TIMEOUT_S)))
+            await c.call_tool("cancel_order", {"order_id": "O1"}, TIMEOUT_S, meta=mine)
+            before = text(await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=mine))
+            await asyncio.sleep(1.5)
+            after = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=mine)
+            again = await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=mine)
+            reset = await c.call_tool(RESET_TOOL, {}, TIMEOUT_S, meta=mine)
+            return before, after, again, reset
+
+    with running_http_server(toy, MCPOptions(idle_timeout_s=1.0)) as endpoint:
+        before, after, again, reset = run(go(endpoint))
+    assert json.loads(before)["status"] == "cancelled"
+    for late in (after, again, reset):  # every later use says so; none gets a fresh database
+        assert late.is_error, text(late)
+        assert "ended after 1 s without a call; its state is gone" in text(late)
+        assert late.meta["maestro/status"] == "session_error"
+
+
+def test_past_the_session_cap_a_new_session_is_refused_and_live_ones_keep_their_state(
+    toy: Domain,
+) -> None:
+    """The old registry dropped the least recently used session past its cap: the 257th
+    client silently reset a live one."""
+
+    async def go(endpoint: str) -> tuple[list[str], Any, list[str], Any]:
+        async with client(endpoint, mode="auto") as c:
+            tokens = [opened(await c.call_tool(OPEN_TOOL, {}, TIMEOUT_S)) for _ in range(3)]
+            for token in tokens:
+                await c.call_tool("cancel_order", {"order_id": "O1"}, TIMEOUT_S, meta=named(token))
+            refused = await c.call_tool(OPEN_TOOL, {}, TIMEOUT_S)
+            kept = [
+                text(await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S, meta=named(t)))
+                for t in tokens
+            ]
+            closed = await c.call_tool(CLOSE_TOOL, {}, TIMEOUT_S, meta=named(tokens[0]))
+            after_close = await c.call_tool(OPEN_TOOL, {}, TIMEOUT_S)
+            return tokens, refused, kept, (closed, after_close)
+
+    with running_http_server(toy, MCPOptions(max_sessions=3)) as endpoint:
+        _, refused, kept, (closed, after_close) = run(go(endpoint))
+    assert refused.is_error and "maximum of 3 sessions" in text(refused)
+    assert [json.loads(k)["status"] for k in kept] == ["cancelled"] * 3
+    assert json.loads(text(closed)) == {"closed": True}
+    opened(after_close)
+
+
+def test_handshakes_past_the_transport_cap_are_refused_and_a_closed_one_frees_room(
+    toy: Domain,
+) -> None:
+    async def go(endpoint: str) -> tuple[list[str], str]:
+        outcomes: list[str] = []
+        async with client(endpoint) as a, client(endpoint) as b:
+            for c in (a, b):
+                outcomes.append(text(await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S)))
+            try:
+                async with client(endpoint) as third:
+                    await third.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S)
+                outcomes.append("third connected")
+            except Exception as exc:  # the SDK raises a group holding the 503
+                outcomes.append(repr(exc))
+        async with client(endpoint) as after:  # a and b sent DELETE on the way out
+            late = text(await after.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S))
+        return outcomes, late
+
+    options = MCPOptions(max_transport_sessions=2)
+    with running_http_server(toy, options) as endpoint:
+        outcomes, late = run(go(endpoint))
+    assert "Too many open sessions" in outcomes[2]
+    assert json.loads(late)["status"] == "pending"
+
+
+def test_a_bearer_token_is_required_when_one_is_set(toy: Domain) -> None:
+    token = "t0ken-" + "x" * 20
+
+    async def go(endpoint: str) -> tuple[str, str, str]:
+        outcomes = []
+        for headers in ({}, {"Authorization": "Bearer wrong-" + "x" * 20}):
+            async with httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http:
+                try:
+                    transport = streamable_http_client(endpoint, http_client=http)
+                    async with Client(
+                        transport, mode="legacy", read_timeout_seconds=TIMEOUT_S
+                    ) as c:
+                        await c.list_tools()
+                    outcomes.append("served")
+                except Exception as exc:
+                    outcomes.append(repr(exc))
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT_S
+        ) as http:
+            transport = streamable_http_client(endpoint, http_client=http)
+            async with Client(transport, mode="legacy", read_timeout_seconds=TIMEOUT_S) as c:
+                outcomes.append(text(await c.call_tool("get_order", {"order_id": "O1"}, TIMEOUT_S)))
+        return outcomes[0], outcomes[1], outcomes[2]
+
+    with running_http_server(toy, MCPOptions(token=token)) as endpoint:
+        missing, wrong, right = run(go(endpoint))
+        bare = httpx2.post(endpoint, json={}, timeout=TIMEOUT_S)
+    assert "served" not in missing and "served" not in wrong
+    assert json.loads(right)["status"] == "pending"
+    assert bare.status_code == 401 and bare.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_a_public_address_without_a_token_is_refused(toy: Domain) -> None:
+    with pytest.raises(MCPServerError, match="not loopback"):
+        http_app(toy, host="0.0.0.0")
+    http_app(toy, MCPOptions(token="x" * 20), host="0.0.0.0")  # with a token it builds
+    http_app(toy, host="::1")
 
 
 def test_unknown_start_task_is_refused(toy: Domain) -> None:
