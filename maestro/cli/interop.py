@@ -92,16 +92,26 @@ def serve_mcp(
 def export_tau2_cmd(
     domain_id: str = typer.Argument(..., metavar="DOMAIN", help="Library id or package folder."),
     out: Path = typer.Argument(..., help="Folder to write data/tau2/... and src/tau2/... under."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Write into a non-empty folder (files of the same name are replaced).",
+    ),
 ) -> None:
     """Write a domain in tau2-bench's layout (db.json, policy.md, tasks.json, toolkit module)."""
+    from maestro.domains.files import TargetError, check_target
     from maestro.domains.tau2_export import Tau2ExportError, export_tau2
 
+    try:
+        check_target(out, force=force)  # before the domain loads: nothing is read or written
+    except TargetError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OUT") from None
     domain = load_or_exit(domain_id)
     try:
-        result = export_tau2(domain, out)
+        result = export_tau2(domain, out, force=force)
     except Tau2ExportError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     for path in result.files:
         typer.echo(str(path))
     for warning in result.warnings:

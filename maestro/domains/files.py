@@ -19,6 +19,7 @@ The loader and the sandbox's package reader both read through here.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import os
@@ -371,3 +372,68 @@ def _word_problem(word: str, kind: str) -> str | None:
 def _line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+# ----- writing an export ----------------------------------------------------------------------
+
+
+class TargetError(ValueError):
+    """An export's target folder cannot be written as asked; the message says why."""
+
+
+def check_target(out: Path, *, force: bool) -> None:
+    """Refuse a target that is not a folder, or a non-empty one unless ``force``; nothing is
+    written here."""
+    try:
+        mode = os.lstat(out).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TargetError(f"{out}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):
+        raise TargetError(f"{out} is a symbolic link; give the folder itself")
+    if not stat.S_ISDIR(mode):
+        raise TargetError(f"{out} exists and is not a folder")
+    try:
+        entries = sum(1 for _ in os.scandir(out))
+    except OSError as exc:
+        raise TargetError(f"{out}: cannot be listed: {exc.strerror}") from None
+    if entries and not force:
+        raise TargetError(
+            f"{out} is not empty ({entries} {'entry' if entries == 1 else 'entries'}); give "
+            "--force to write into it "
+            "(files of the same name are replaced)"
+        )
+
+
+def write_inside(out: Path, path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` under ``out``, creating folders, never through a link: a
+    link planted in the target (``data -> /etc``) is an error, not a redirect."""
+    relative = path.relative_to(out)  # ValueError for a path outside: a bug, not input
+    try:
+        out.mkdir(parents=True, exist_ok=True)  # the user's own path may pass through links
+    except OSError as exc:
+        raise TargetError(f"cannot create {out}: {exc.strerror}") from None
+    for inside in itertools.accumulate(relative.parts[:-1], os.path.join):
+        folder = out / inside
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            try:
+                os.mkdir(folder)
+            except OSError as exc:
+                raise TargetError(f"cannot create {folder}: {exc.strerror}") from None
+            continue
+        except OSError as exc:
+            raise TargetError(f"{folder}: {exc.strerror}") from None
+        if not stat.S_ISDIR(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            raise TargetError(f"{folder} is {kind}; refusing to write {relative} through it")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise TargetError(f"cannot write {path}: {reason}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)

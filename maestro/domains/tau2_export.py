@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from maestro.domains.files import TargetError, check_target, write_inside
 from maestro.domains.models import InitialState, Task
 from maestro.domains.package import Domain
 
@@ -104,11 +105,18 @@ def maestro_task(data: dict[str, Any], extras: dict[str, Any]) -> Task:
     return Task.model_validate({**data, **extras})
 
 
-def export_tau2(domain: Domain, out: Path) -> Tau2Export:
-    """Write the domain under ``out`` in tau2's layout; returns the files and the losses."""
+def export_tau2(domain: Domain, out: Path, *, force: bool = False) -> Tau2Export:
+    """Write the domain under ``out`` in tau2's layout; returns the files and the losses.
+
+    A non-empty ``out`` is refused unless ``force``; a link inside it is never written through.
+    """
     if domain.path is None:
         raise Tau2ExportError(f"domain {domain.id} has no package folder to read its code from")
     out = Path(out)
+    try:
+        check_target(out, force=force)
+    except TargetError as exc:
+        raise Tau2ExportError(str(exc)) from None
     data_dir = out / "data" / "tau2" / "domains" / domain.id
     src_dir = out / "src" / "tau2" / "domains" / domain.id
     result = Tau2Export(out)
@@ -129,8 +137,10 @@ def export_tau2(domain: Domain, out: Path) -> Tau2Export:
         **{src_dir / name: text for name, text in _code(domain).items()},
     }
     for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            write_inside(out, path, text)
+        except TargetError as exc:
+            raise Tau2ExportError(str(exc)) from None
         result.files.append(path)
     return result
 

@@ -74,3 +74,18 @@ def test_serve_mcp_on_a_public_address_with_a_token_gets_past_the_check() -> Non
         )
     assert proc.returncode == 2
     assert "Address already in use" in proc.stderr
+
+
+def test_export_tau2_refuses_an_occupied_or_impossible_target(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("keep")
+    proc = run("export", "tau2", TOY, str(tmp_path))
+    assert proc.returncode == 2
+    assert "is not empty (1 entry); give --force" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+    proc = run("export", "tau2", TOY, "/proc/1/x")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: cannot create /proc/1/x: No such file or directory"
+    proc = run("export", "tau2", TOY, str(tmp_path), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "mine.txt").read_text() == "keep"
+    assert (tmp_path / "data" / "tau2" / "domains" / "toy" / "db.json").is_file()
