@@ -121,8 +121,8 @@ def export_tau2_cmd(
 @annotate_app.command("export")
 def annotate_export(
     out: Path = typer.Option(Path("runs/annotation"), help="Folder for the CSV and HTML page."),
-    n: int = typer.Option(30, "-n", "--items", min=1, help="Assertions to sample."),
-    seed: int = typer.Option(0, help="Sampling seed."),
+    n: int = typer.Option(30, "-n", "--items", min=1, max=100_000, help="Assertions to sample."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Sampling seed."),
     run_id: str | None = typer.Option(None, help="Only episodes scored by this run."),
 ) -> None:
     """Sample judged NL assertions into a CSV and an offline HTML page (verdicts hidden)."""
@@ -152,9 +152,9 @@ def annotate_import(
 
     try:
         result = import_labels(Lake(), file, annotator, run_id)
-    except AnnotationError as exc:
+    except AnnotationError as exc:  # the sheet or the names given: input errors
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     typer.echo(
         f"{result.labelled} labels by {annotator} ({result.inserted} new, {result.updated} "
         f"updated); {result.skipped} left blank or unsure"
@@ -164,7 +164,9 @@ def annotate_import(
 @annotate_app.command("agreement")
 def annotate_agreement(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    resamples: int = typer.Option(2000, min=100, help="Bootstrap resamples for kappa intervals."),
+    resamples: int = typer.Option(
+        2000, min=100, max=1_000_000, help="Bootstrap resamples for kappa intervals."
+    ),
 ) -> None:
     """Judge-expert agreement (percent, Cohen's kappa), Fleiss' kappa, per domain and overall."""
     import json

@@ -45,7 +45,7 @@ def query(
         "episodes'. Files, URLs and table functions are refused.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON."),
-    limit: int = typer.Option(50, min=1, help="Rows shown in the table view."),
+    limit: int = typer.Option(50, min=1, max=1_000_000, help="Rows shown in the table view."),
 ) -> None:
     """Run one SQL query over the lake's tables (and nothing else)."""
     try:

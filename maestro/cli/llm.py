@@ -11,6 +11,7 @@ import typer
 from maestro.agents.client import Endpoints, ProviderError
 from maestro.agents.embedded import EmbeddedServer, serve
 from maestro.agents.settings import ROLES, LLMSettings, load_llm_settings
+from maestro.cli.inputs import seconds
 
 app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is_help=True)
 
@@ -18,7 +19,7 @@ app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is
 @app.command("serve")
 def serve_cmd(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(8901, help="Port (0 picks a free one)."),
+    port: int = typer.Option(8901, min=0, max=65535, help="Port (0 picks a free one)."),
     ready_file: Path | None = typer.Option(None, help="Write the base URL here once serving."),
 ) -> None:
     """Serve the embedded model on an OpenAI-compatible endpoint until interrupted."""
@@ -29,7 +30,9 @@ def serve_cmd(
 @app.command("check")
 def check(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    timeout_s: float = typer.Option(120.0, help="Deadline for each role's test call."),
+    timeout_s: float = typer.Option(
+        120.0, parser=seconds, metavar="SECONDS", help="Deadline for each role's test call."
+    ),
 ) -> None:
     """Say which endpoint and model each role uses, and whether it answers."""
     settings = load_llm_settings()

@@ -127,12 +127,15 @@ def _params(
 
 
 def _validate_or_exit(params: NightlyParams) -> None:
-    """Bad packages, task ids or options end the command (exit 2) before anything is written."""
+    """Bad packages, task ids or options end the command (exit 2) before anything is started
+    or written: called before the Prefect home is made and its server launched."""
     try:
-        resolve_domains(params)
+        domains = resolve_domains(params)
     except NightlyError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    for domain in domains:  # the flow loads them again; a sandboxed one's child ends now
+        domain.close()
 
 
 def nightly(
@@ -143,25 +146,28 @@ def nightly(
         [], "--domain", help="Library id or package folder (repeatable; default: the library)."
     ),
     tasks_per_domain: int = typer.Option(
-        2, min=1, help="Tasks per domain, spread over categories."
+        2, min=1, max=100_000, help="Tasks per domain, spread over categories."
     ),
     all_tasks: bool = typer.Option(False, "--all-tasks", help="Every task of every domain."),
     task: list[str] = typer.Option(
         [], "--task", help="A task id (repeatable); overrides --tasks-per-domain."
     ),
-    trials: int = typer.Option(1, min=1, help="Trials per task (k of pass^k)."),
-    concurrency: int = typer.Option(8, min=1, help="Episodes in flight."),
-    max_turns: int = typer.Option(8, min=1, help="Turn limit per episode."),
+    trials: int = typer.Option(1, min=1, max=64, help="Trials per task (k of pass^k)."),
+    concurrency: int = typer.Option(8, min=1, max=4096, help="Episodes in flight."),
+    max_turns: int = typer.Option(8, min=1, max=1000, help="Turn limit per episode."),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
-    chunk_size: int = typer.Option(50, min=1, help="Episodes written per commit while simulating."),
+    chunk_size: int = typer.Option(
+        50, min=1, max=100_000, help="Episodes written per commit while simulating."
+    ),
     ray_workers: int | None = typer.Option(
         None,
         min=0,
+        max=1024,
         help="Ray workers to fan episodes out over (default: MAESTRO_RAY_WORKERS, else one per "
         "CPU of a local Ray or of MAESTRO_RAY_ADDRESS's cluster; 0: asyncio here, no Ray).",
     ),
     synthesize: int = typer.Option(
-        0, min=0, help="Briefs to synthesize into new domains first (0: none)."
+        0, min=0, max=100, help="Briefs to synthesize into new domains first (0: none)."
     ),
     brief: list[str] = typer.Option(
         [], "--brief", help="A brief to synthesize from (repeatable; default: the built-in list)."
@@ -174,7 +180,6 @@ def nightly(
 ) -> None:
     """Run the nightly pipeline: synthesize (when asked), ingest, simulate, score, filter,
     curate a task set, train (when configured), report."""
-    prefect_env()
     params = _params(
         run_id,
         domain,
@@ -191,8 +196,9 @@ def nightly(
         briefs=brief,
         train=train,
     )
+    _validate_or_exit(params)
+    prefect_env()
     with run_prefect_api() as prefect_ready:
-        _validate_or_exit(params)
         from maestro.flows.nightly import nightly as flow
 
         _start_ray_meanwhile(params)
@@ -235,24 +241,24 @@ def stage(
         [], "--domain", help="Library id or package folder (repeatable; default: the library)."
     ),
     tasks_per_domain: int = typer.Option(
-        2, min=1, help="Tasks per domain, spread over categories."
+        2, min=1, max=100_000, help="Tasks per domain, spread over categories."
     ),
     all_tasks: bool = typer.Option(False, "--all-tasks", help="Every task of every domain."),
     task: list[str] = typer.Option([], "--task", help="A task id (repeatable)."),
-    trials: int = typer.Option(1, min=1, help="Trials per task."),
-    concurrency: int = typer.Option(8, min=1, help="Episodes in flight."),
+    trials: int = typer.Option(1, min=1, max=64, help="Trials per task."),
+    concurrency: int = typer.Option(8, min=1, max=4096, help="Episodes in flight."),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
 ) -> None:
     """Run one stage of the nightly pipeline alone, as its own Prefect flow, on a run id."""
-    prefect_env()
-    params = _params(
-        run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, None
-    )
-    _validate_or_exit(params)
     if name not in STAGE_NAMES:
         raise typer.BadParameter(
             f"no stage {name!r}; stages are {', '.join(STAGE_NAMES)}", param_hint="NAME"
         )
+    params = _params(
+        run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, None
+    )
+    _validate_or_exit(params)
+    prefect_env()
     with run_prefect_api() as prefect_ready:
         from maestro.flows.nightly import STAGE_FLOWS
 
@@ -275,7 +281,7 @@ def deploy(
 
 def ui(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(4200, help="Port."),
+    port: int = typer.Option(4200, min=1, max=65535, help="Port."),
 ) -> None:
     """Start the Prefect server and UI locally (runs until interrupted) and print its URL."""
     prefect_env()

@@ -8,6 +8,7 @@ import typer
 
 from maestro.agents.settings import load_llm_settings
 from maestro.cli.domains import load_or_exit
+from maestro.cli.inputs import seconds
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.runner import BatchConfig
 
@@ -15,13 +16,15 @@ from maestro.simulation.runner import BatchConfig
 def simulate(
     domain_id: str = typer.Option(..., "--domain", help="Library id or package folder."),
     tasks: str | None = typer.Option(None, help="Comma-separated task ids (default: all)."),
-    trials: int = typer.Option(1, min=1, help="Trials per task (k)."),
-    concurrency: int = typer.Option(8, min=1, help="Episodes in flight."),
+    trials: int = typer.Option(1, min=1, max=64, help="Trials per task (k)."),
+    concurrency: int = typer.Option(8, min=1, max=4096, help="Episodes in flight."),
     ray_workers: int = typer.Option(
-        0, min=0, help="Fan out over this many Ray workers (0: one process)."
+        0, min=0, max=1024, help="Fan out over this many Ray workers (0: one process)."
     ),
-    max_turns: int = typer.Option(30, min=1, help="Turn limit per episode."),
-    episode_deadline_s: float = typer.Option(1800.0, help="Deadline per episode."),
+    max_turns: int = typer.Option(30, min=1, max=1000, help="Turn limit per episode."),
+    episode_deadline_s: float = typer.Option(
+        1800.0, parser=seconds, metavar="SECONDS", help="Deadline per episode."
+    ),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, last."),
 ) -> None:

@@ -30,12 +30,12 @@ def synthesize(
     ),
     no_lake: bool = typer.Option(False, "--no-lake", help="Write nothing to the lake."),
     max_iterations: int = typer.Option(3, min=1, max=20, help="Attempts per stage (per tool)."),
-    tasks: int = typer.Option(4, min=1, help="Walk tasks to synthesize."),
-    refusals: int = typer.Option(1, min=0, help="Refusal tasks to synthesize."),
-    records: int = typer.Option(6, min=1, help="Records per table."),
-    llm_records: int = typer.Option(3, min=0, help="Records per table the LLM writes."),
+    tasks: int = typer.Option(4, min=1, max=1000, help="Walk tasks to synthesize."),
+    refusals: int = typer.Option(1, min=0, max=1000, help="Refusal tasks to synthesize."),
+    records: int = typer.Option(6, min=1, max=100_000, help="Records per table."),
+    llm_records: int = typer.Option(3, min=0, max=1000, help="Records per table the LLM writes."),
     review: bool = typer.Option(True, help="Let an LLM critic review the finished domain."),
-    seed: int = typer.Option(0, help="Seed for data filling and task walks."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed for data filling and task walks."),
     resume: str | None = typer.Option(None, help="A synthesis id to resume (under --out)."),
     new_id: str | None = typer.Option(
         None, "--id", help="Id of a new synthesis (default: syn-<UTC time>)."

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from maestro.cli.domains import load_or_exit
+from maestro.cli.inputs import bounded_float, seconds
 
 
 def _base(base: str) -> dict[str, str]:
@@ -30,15 +31,19 @@ def train(
     task_set: str = typer.Option(..., "--task-set", help="Task set id (task_sets table)."),
     domain: list[str] = typer.Option(..., "--domain", help="Library id or package folder."),
     base: str = typer.Option("tiny", help="tiny, smollm2-135m, or a model folder."),
-    max_steps: int = typer.Option(10, min=1),
-    batch_size: int = typer.Option(2, min=1),
-    learning_rate: float = typer.Option(5e-4),
+    max_steps: int = typer.Option(10, min=1, max=10_000_000),
+    batch_size: int = typer.Option(2, min=1, max=65_536),
+    learning_rate: float = typer.Option(
+        5e-4, parser=bounded_float(0.0, 1.0, low_open=True), metavar="FLOAT"
+    ),
     lora: bool = typer.Option(False, help="Train LoRA adapters instead of all weights."),
     split: str = typer.Option("train", help="Task split to train on ('all' for every task)."),
     launcher: str = typer.Option("local", help="local or ray."),
     ray_address: str = typer.Option("http://127.0.0.1:8265", help="Ray job server."),
-    gpus: int = typer.Option(0, min=0, help="GPUs for the job (0: CPU)."),
-    deadline_s: float = typer.Option(6 * 3600.0, help="Deadline for the whole job."),
+    gpus: int = typer.Option(0, min=0, max=1024, help="GPUs for the job (0: CPU)."),
+    deadline_s: float = typer.Option(
+        6 * 3600.0, parser=seconds, metavar="SECONDS", help="Deadline for the whole job."
+    ),
     lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
 ) -> None:
     """Build a dataset from a task set and train on it; prints the run summary as JSON."""
@@ -79,9 +84,9 @@ def evaluate(
     task_set: str = typer.Option(..., "--task-set", help="Task set id (task_sets table)."),
     domain: list[str] = typer.Option(..., "--domain", help="Library id or package folder."),
     split: str = typer.Option("test", help="The held-out split to score on."),
-    trials: int = typer.Option(1, min=1),
-    max_turns: int = typer.Option(8, min=1),
-    max_new_tokens: int = typer.Option(256, min=1),
+    trials: int = typer.Option(1, min=1, max=64),
+    max_turns: int = typer.Option(8, min=1, max=1000),
+    max_new_tokens: int = typer.Option(256, min=1, max=1_000_000),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
     lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
 ) -> None:

@@ -10,7 +10,12 @@
 from __future__ import annotations
 
 import csv
+import io
+import os
+import stat
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,20 @@ REQUIRED_COLUMNS = ("item_id", "episode_id", "assertion_index", "label")
 TRUE_LABELS = {"met", "yes", "true", "1", "pass", "y"}
 FALSE_LABELS = {"not_met", "not met", "no", "false", "0", "fail", "n"}
 SKIP_LABELS = {"", "unsure", "skip", "?"}
+#: A labelled sheet is read whole: at most this many bytes.
+MAX_SHEET_BYTES = 64 * 1024 * 1024
+#: Any one field (a transcript can be long).
+MAX_FIELD_CHARS = 4 * 1024 * 1024
+#: The fields the import reads, each capped well below MAX_FIELD_CHARS.
+READ_FIELD_CHARS = {
+    "item_id": 200,
+    "episode_id": 200,
+    "assertion_index": 20,
+    "label": 40,
+    "annotator": 200,
+    "batch_id": 200,
+    "note": 10_000,
+}
 
 
 # ----- importing labels -------------------------------------------------------------------------
@@ -57,22 +76,34 @@ def read_labels(path: Path, annotator: str) -> tuple[list[LabelRow], int]:
     """The labelled rows of a CSV and how many were left blank.
 
     Errors name the row (the header is row 1, as a spreadsheet shows it) and the line the row
-    starts on: transcripts span lines, so the two differ.
+    starts on: transcripts span lines, so the two differ. A file that is not UTF-8, a quoted
+    field never closed, a row whose fields do not match the header, and fields over their cap
+    are errors too: a malformed row is never skipped as if it were blank.
     """
-    try:
-        f = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise AnnotationError(f"{path}: cannot read: {exc.strerror}") from None
+    text = _read_sheet(path)
     rows, skipped, seen = [], 0, set()
-    with f:
-        reader = csv.DictReader(f)
-        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    with _field_limit(MAX_FIELD_CHARS):
+        reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+        try:
+            header = reader.fieldnames or []
+        except csv.Error as exc:
+            raise AnnotationError(f"{path}: row 1 (header): {_csv_reason(exc)}") from None
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
             raise AnnotationError(f"{path}: row 1 (header): missing column(s) {missing}")
-        end = reader.line_num
-        for number, row in enumerate(reader, start=2):
-            start, end = end + 1, reader.line_num
+        end, number = reader.line_num, 1
+        while True:
+            number += 1
+            start = end + 1
             where = f"{path}: row {number} (line {start})"
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                raise AnnotationError(f"{where}: {_csv_reason(exc)}") from None
+            end = reader.line_num
+            _check_shape(row, len(header), where)
             if (row.get("annotator") or "").strip() not in ("", annotator):
                 raise AnnotationError(
                     f"{where}: annotator {row['annotator']!r} is not {annotator!r}"
@@ -88,7 +119,7 @@ def read_labels(path: Path, annotator: str) -> tuple[list[LabelRow], int]:
                 index = int(row["assertion_index"])
             except (TypeError, ValueError):
                 raise AnnotationError(
-                    f"{where}: assertion_index {row['assertion_index']!r} is not a number"
+                    f"{where}: assertion_index {row['assertion_index'][:40]!r} is not a number"
                 ) from None
             rows.append(
                 LabelRow(
@@ -102,6 +133,62 @@ def read_labels(path: Path, annotator: str) -> tuple[list[LabelRow], int]:
                 )
             )
     return rows, skipped
+
+
+def _read_sheet(path: Path) -> str:
+    """The CSV's text: a regular file of at most MAX_SHEET_BYTES, UTF-8 (a BOM is allowed)."""
+    try:
+        # Non-blocking open: a FIFO given as the sheet must not hang the command.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise AnnotationError(f"{path}: not a regular file")
+            data = f.read(MAX_SHEET_BYTES + 1)
+    except OSError as exc:
+        raise AnnotationError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_SHEET_BYTES:
+        raise AnnotationError(f"{path}: larger than {MAX_SHEET_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AnnotationError(
+            f"{path}: line {line}: not UTF-8 text (byte {exc.start}); save the sheet as UTF-8 CSV"
+        ) from None
+
+
+def _check_shape(row: dict[str | Any, Any], width: int, where: str) -> None:
+    """A row with fewer or more fields than the header, or a field over its cap, is refused."""
+    extra = row.get(None)  # DictReader's key for fields past the header
+    if extra is not None or any(v is None for v in row.values()):
+        count = sum(v is not None for k, v in row.items() if k is not None) + len(extra or [])
+        raise AnnotationError(f"{where}: has {count} field(s); the header has {width}")
+    for column, cap in READ_FIELD_CHARS.items():
+        value = row.get(column) or ""
+        if len(value) > cap:
+            raise AnnotationError(
+                f"{where}: {column} is {len(value):,} characters long; at most {cap:,}"
+            )
+
+
+def _csv_reason(exc: csv.Error) -> str:
+    reason = str(exc)
+    if "unexpected end of data" in reason:
+        return "a quoted field is never closed (the file ends inside it)"
+    if "field larger than field limit" in reason:
+        return f"a field is longer than {MAX_FIELD_CHARS:,} characters"
+    return f"not valid CSV: {reason}"
+
+
+@contextmanager
+def _field_limit(limit: int) -> Iterator[None]:
+    """The csv module's per-field cap (a process-wide setting) raised for one read: exported
+    transcripts can pass its default of 131,072 characters."""
+    before = csv.field_size_limit(limit)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ def test_cli_export_import_agreement(hotel: Domain, tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["overall"]["items"] == 4
     bad = run("annotate", "import", str(tmp_path / "nope.csv"), "--annotator", "me")
-    assert bad.returncode == 1 and "nope.csv: cannot read" in bad.stderr
+    assert bad.returncode == 2 and "nope.csv: cannot read" in bad.stderr
 
 
 def test_assertions_come_from_the_version_the_episode_ran_on(hotel: Domain, tmp_path: Path) -> None:
@@ -215,3 +215,106 @@ def test_assertions_come_from_the_version_the_episode_ran_on(hotel: Domain, tmp_
     lake.write("tasks", [{**row, "domain_version": "9.9.9", "task_json": json.dumps(task)}], "r2")
     after = judged_items(lake)
     assert after == before and "Reworded" not in after[0].assertion
+
+
+# ----- a labelled sheet as hostile input --------------------------------------------------------
+
+
+def _sheet(lake: Lake, tmp_path: Path) -> tuple[Path, list[str]]:
+    """A labelled copy of an exported sheet: the first item met, the rest blank."""
+    sheet = export_sample(lake, tmp_path / "sheet", n=3, seed=0)
+    ids = [r["item_id"] for r in csv.DictReader(sheet.csv_path.open(encoding="utf-8"))]
+    labelled = tmp_path / "labelled.csv"
+    label_sheet(sheet.csv_path, labelled, {ids[0]: "met"})
+    return labelled, ids
+
+
+def test_a_sheet_that_is_not_utf8_is_refused_with_its_line(lake: Lake, tmp_path: Path) -> None:
+    labelled, _ = _sheet(lake, tmp_path)
+    data = labelled.read_bytes()
+    second = data.index(b"\n") + 1
+    labelled.write_bytes(data[:second] + b"\xff\xfe" + data[second:])
+    with pytest.raises(AnnotationError, match=r"labelled\.csv: line 2: not UTF-8 text"):
+        import_labels(lake, labelled, "ann", "a1")
+
+
+def test_an_unterminated_quote_is_an_error_naming_its_row_not_a_skipped_row(
+    lake: Lake, tmp_path: Path
+) -> None:
+    labelled, ids = _sheet(lake, tmp_path)
+    header = labelled.read_text(encoding="utf-8").splitlines()[0]
+    labelled.write_text(
+        f'{header}\n{ids[0]},"e1,0,met\n', encoding="utf-8"
+    )  # the quote opened in row 2 never closes
+    with pytest.raises(AnnotationError, match=r"row 2 \(line 2\): a quoted field is never closed"):
+        import_labels(lake, labelled, "ann", "a1")
+
+
+def test_a_row_with_too_few_fields_is_an_error(lake: Lake, tmp_path: Path) -> None:
+    labelled, ids = _sheet(lake, tmp_path)
+    header = labelled.read_text(encoding="utf-8").splitlines()[0]
+    width = len(header.split(","))
+    labelled.write_text(f"{header}\n{ids[0]},e1\n", encoding="utf-8")
+    with pytest.raises(
+        AnnotationError, match=rf"row 2 \(line 2\): has 2 field\(s\); the header has {width}"
+    ):
+        import_labels(lake, labelled, "ann", "a1")
+
+
+def test_an_oversized_field_the_import_reads_is_refused(lake: Lake, tmp_path: Path) -> None:
+    labelled, _ = _sheet(lake, tmp_path)
+    with labelled.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    rows[0]["note"] = "x" * 200_000
+    with labelled.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(
+        AnnotationError, match=r"row 2 \(line 2\): note is 200,000 characters long; at most 10,000"
+    ):
+        import_labels(lake, labelled, "ann", "a1")
+
+
+def test_a_long_transcript_in_a_sheet_still_imports(hotel: Domain, tmp_path: Path) -> None:
+    """Exported transcripts are not capped; Python's csv refused fields past 131,072
+    characters with a traceback."""
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    seed_lake(lake, hotel, ["hotel_001"])
+    labelled, _ = _sheet(lake, tmp_path)
+    with labelled.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    rows[0]["transcript"] = "[user] hello\n" * 20_000  # 260,000 characters
+    with labelled.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert import_labels(lake, labelled, "ann", "a1").labelled == 1
+
+
+def test_a_fifo_as_the_sheet_is_refused_without_blocking(lake: Lake, tmp_path: Path) -> None:
+    fifo = tmp_path / "labels.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(AnnotationError, match="not a regular file"):
+        import_labels(lake, fifo, "ann", "a1")
+
+
+def test_cli_import_of_a_broken_sheet_exits_2_and_writes_nothing(
+    hotel: Domain, tmp_path: Path
+) -> None:
+    root = tmp_path / "lake"
+    lake = Lake(LakeSettings(root=str(root)))
+    seed_lake(lake, hotel, ["hotel_001"])
+    labelled, _ = _sheet(lake, tmp_path)
+    labelled.write_bytes(labelled.read_bytes() + b'x,"never closed\n')
+    env = {**os.environ, "MAESTRO_LAKE_ROOT": str(root), "COLUMNS": "200"}
+    proc = subprocess.run(
+        [MAESTRO, "annotate", "import", str(labelled), "--annotator", "me"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 2
+    assert "a quoted field is never closed" in proc.stderr and "Traceback" not in proc.stderr
+    assert lake.version("annotations") is None
