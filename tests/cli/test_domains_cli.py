@@ -74,3 +74,20 @@ def test_list_and_show() -> None:
     assert {t["kind"] for t in info["tool_list"]} == {"read", "write"}
     proc = run("domains", "show", "hotel")
     assert proc.returncode == 0 and "hotel" in proc.stdout
+
+
+def test_problems_are_printed_literally_not_as_rich_markup(tmp_path: Path) -> None:
+    """Rich read ``:id:`` as an emoji code and ``[a-z]`` as a style tag: the id-pattern error
+    printed as ``domain.json🆔 ... '^{1,39}$'``."""
+    pkg = tmp_path / "toy"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "toy", pkg)
+    manifest = json.loads((pkg / "domain.json").read_text())
+    manifest["id"] = "Bad Id [red]x[/red] :smile:"
+    manifest["name"] = "[bold]Shop[/bold] :id:"
+    (pkg / "domain.json").write_text(json.dumps(manifest))
+    proc = run("domains", "validate", str(pkg))
+    assert proc.returncode == 1
+    assert "domain.json:id: String should match pattern '^[a-z][a-z0-9_]{1,39}$'" in proc.stdout
+    assert "🆔" not in proc.stdout and "😄" not in proc.stdout
+    proc = run("domains", "validate", str(Path(__file__).parents[1] / "fixtures" / "toy"))
+    assert "toy: 3 tasks" in proc.stdout and "[bold]" not in proc.stdout

@@ -72,3 +72,18 @@ def test_llm_check_fails_when_a_role_does_not_answer() -> None:
     proc = run({**endpoints("http://127.0.0.1:9/v1")}, "llm", "check", "--timeout-s", "5")
     assert proc.returncode == 1
     assert "FAILS" in proc.stdout
+
+
+def test_a_nonsense_deadline_is_refused_before_any_episode() -> None:
+    for value in ("-5", "nan", "inf"):
+        proc = run(
+            endpoints("http://127.0.0.1:9/v1"),
+            "simulate",
+            "--domain",
+            "hotel",
+            "--episode-deadline-s",
+            value,
+        )
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert "Invalid value for '--episode-deadline-s'" in proc.stderr
+        assert "Traceback" not in proc.stderr and "trial" not in proc.stderr
