@@ -363,3 +363,22 @@ def test_stdio_through_the_cli() -> None:
     assert names[:4] == ["get_order", "list_orders", "cancel_order", "place_order"]
     assert json.loads(wrote)["status"] == "cancelled"
     assert again.is_error and "is cancelled" in text(again)  # the session kept the first write
+
+
+def test_a_session_name_that_is_not_a_short_string_is_refused(url: str) -> None:
+    async def go() -> list[Any]:
+        async with client(url) as c:
+            metas = [5, ["x"], "", "x" * 201]
+            return [
+                await c.call_tool(
+                    "get_order",
+                    {"order_id": "O1"},
+                    TIMEOUT_S,
+                    meta=cast(RequestParamsMeta, {SESSION_META_KEY: m}),
+                )
+                for m in metas
+            ]
+
+    for result in run(go()):
+        assert result.is_error
+        assert f"_meta {SESSION_META_KEY} must be a string of 1 to 200 characters" in text(result)

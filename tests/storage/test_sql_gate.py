@@ -144,3 +144,17 @@ def test_ordinary_queries_still_run(lake: Lake) -> None:
         "select episode_id from scores where episode_id in (select episode_id from episodes) "
         "union select 'x' order by 1"
     ).to_series().to_list() == ["e1", "x"]
+
+
+def test_function_shaped_aliases_and_comments_only_ever_read_the_table(
+    lake: Lake, files: dict[str, str]
+) -> None:
+    """Attacks that pass the gate because they are harmless: what polars runs reads scores."""
+    for sql in (
+        "select * from scores as read_csv('{csv}')",  # an alias with a column list
+        "select * from scores -- ; select * from read_csv('{csv}')",  # a comment, dropped
+        "select * from scores /* read_csv('{csv}') */",
+    ):
+        rows = lake.query(sql.format(**files)).to_dicts()
+        assert [r["episode_id"] for r in rows] == ["e1"]
+        assert SECRET not in str(rows)
