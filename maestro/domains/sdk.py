@@ -24,14 +24,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from maestro.domains.errors import ToolError
 from maestro.domains.store import Session
 
-__all__ = ["Database", "Record", "Ref", "ToolError", "ToolKind", "tool"]
+__all__ = [
+    "Database",
+    "IsoDate",
+    "IsoDateTime",
+    "Record",
+    "Ref",
+    "TextFormat",
+    "ToolError",
+    "ToolKind",
+    "tool",
+]
 
 ToolKind = Literal["read", "write"]
 
@@ -61,6 +71,24 @@ class Ref:
     """
 
     table: str
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """Marks a ``str`` parameter that holds a date (``"date"``) or a datetime (``"datetime"``),
+    so that tools that build calls (the tool graph's walks) can write one."""
+
+    kind: Literal["date", "datetime"]
+
+
+#: A parameter holding an ISO date, ``2026-01-05``: checked before the tool runs.
+IsoDate = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$"), TextFormat("date")]
+#: A parameter holding an ISO datetime without a zone, ``2026-01-05T09:30:00``.
+IsoDateTime = Annotated[
+    str,
+    StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$"),
+    TextFormat("datetime"),
+]
 
 
 def tool(kind: ToolKind) -> Callable[[F], F]:

@@ -20,13 +20,14 @@ import json
 import random
 import types
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from maestro.domains.package import Domain, replay_calls
 from maestro.domains.runtime import ToolSpec
-from maestro.domains.sdk import Ref, ToolKind
+from maestro.domains.sdk import Ref, TextFormat, ToolKind
 from maestro.domains.store import Session
 
 #: Free-text values for parameters nothing in the database grounds (a reason, a note).
@@ -47,14 +48,14 @@ class ParamSource:
     choices: tuple[Any, ...] = ()
     scalar: str = "str"  # str, int, float, bool, other
     is_list: bool = False
+    #: ``date`` or ``datetime`` for a string that holds one (an ``IsoDate`` parameter).
+    text_format: str | None = None
 
     @property
     def grounded(self) -> bool:
         """True when the value is not free text: a correct call must repeat it exactly."""
-        return bool(self.table or self.column or self.choices) or self.scalar in (
-            "int",
-            "float",
-            "bool",
+        return bool(self.table or self.column or self.choices or self.text_format) or (
+            self.scalar in ("int", "float", "bool")
         )
 
 
@@ -212,6 +213,9 @@ def _params(domain: Domain, spec: ToolSpec) -> tuple[ParamSource, ...]:
         base = _unwrap(ann)
         choices = typing.get_args(base) if typing.get_origin(base) is typing.Literal else ()
         scalar = base.__name__ if isinstance(base, type) else "other"
+        fmt = next(
+            (m.kind for m in _metadata(finfo.metadata, ann) if isinstance(m, TextFormat)), None
+        )
         out.append(
             ParamSource(
                 pname,
@@ -222,9 +226,18 @@ def _params(domain: Domain, spec: ToolSpec) -> tuple[ParamSource, ...]:
                 tuple(choices),
                 scalar if scalar in ("str", "int", "float", "bool") else "other",
                 is_list,
+                fmt,
             )
         )
     return tuple(out)
+
+
+def _metadata(metadata: list[Any], ann: Any) -> list[Any]:
+    """A parameter's annotation metadata, wherever pydantic left it."""
+    found = list(metadata)
+    if typing.get_origin(ann) is typing.Annotated:
+        found += list(ann.__metadata__)
+    return found
 
 
 def _pick_column(tool: str, found: list[tuple[str, str]]) -> tuple[str, str] | None:
@@ -285,6 +298,8 @@ def _probe_arguments(
     domain: Domain, session: Session, params: Sequence[ParamSource], rng: random.Random
 ) -> dict[str, Any] | None:
     anchor = next((p.table for p in params if p.table and p.required), None)
+    # A lookup by natural identifiers (email and date of birth) probes with one record's values.
+    anchor = anchor or next((p.column[0] for p in params if p.column and p.required), None)
     known = _anchor_context(domain, session, anchor, rng) if anchor else []
     return _fill(domain, session, params, known, rng, optional_rate=0.0)
 
@@ -355,8 +370,12 @@ def _value(
         return rng.choice(pool)
     if related and (rng.random() < 0.85 or not (p.table or p.column)):
         return rng.choice(related)
+    if p.text_format and not p.column:
+        return _when(domain, p.text_format, rng)
     if p.table:
-        keys = session.keys(p.table)
+        # Another record of the table, but never one that belongs to someone else in the walk:
+        # a task is one customer's (a random order of another customer would mix two people).
+        keys = [k for k in session.keys(p.table) if _consistent(domain, session, p.table, k, known)]
         return rng.choice(keys) if keys else None
     if p.column:
         values = [
@@ -370,6 +389,29 @@ def _value(
     if p.scalar == "str":
         return rng.choice(FREE_TEXT)
     return None
+
+
+def _when(domain: Domain, kind: str, rng: random.Random) -> str:
+    """A date or datetime a customer might ask for: the coming two weeks, from the clock."""
+    now = domain.manifest.clock or datetime(2026, 1, 5, 9, 0)
+    when = now + timedelta(days=rng.randint(1, 14))
+    if kind == "date":
+        return when.date().isoformat()
+    return when.replace(hour=rng.choice((9, 10, 11, 14, 15, 16)), minute=0, second=0).isoformat()
+
+
+def _consistent(domain: Domain, session: Session, table: str, key: str, known: Known) -> bool:
+    """Whether a record points only at known records of the tables the walk already holds."""
+    record = session.get(table, key) or {}
+    key_tables = {s.key_field: n for n, s in domain.tables.items()}
+    held = {t for t, _, _ in known}
+    for fname, value in record.items():
+        target = key_tables.get(fname)
+        if target is None or target == table or target not in held or not isinstance(value, str):
+            continue
+        if not any(t == target and k == value for t, k, _ in known):
+            return False
+    return True
 
 
 def _fill(
@@ -408,6 +450,21 @@ def _fill(
 # ----- walks -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class WalkOptions:
+    """What walks to sample: their length, and where they may start."""
+
+    max_reads: int = 2
+    #: Reads to chain before the first write when the graph has them (a lookup first).
+    min_reads: int = 0
+    max_writes: int = 2
+    optional_rate: float = 0.25
+    #: Only these write tools start a walk; None: any write.
+    tools: tuple[str, ...] | None = None
+    #: Records a walk starts from; None: any record of the first write's anchor table.
+    anchors: tuple[tuple[str, str], ...] | None = None
+
+
 def sample_walks(
     domain: Domain,
     graph: ToolGraph,
@@ -415,30 +472,46 @@ def sample_walks(
     *,
     seed: int = 0,
     max_reads: int = 2,
+    min_reads: int = 0,
     max_writes: int = 2,
     optional_rate: float = 0.25,
     attempts_per_walk: int = 40,
     exclude: Sequence[str] = (),
+    tools: Sequence[str] | None = None,
+    anchors: Sequence[tuple[str, str]] | None = None,
+    keep: Callable[[Walk], bool] | None = None,
 ) -> list[Walk]:
     """Up to ``n`` distinct walks (by :meth:`Walk.signature`), each grounded and executed.
 
-    ``exclude`` holds signatures already taken (the domain's existing tasks). Fewer than ``n``
-    come back when the attempts run out: the domain's state allows no more.
+    ``exclude`` holds signatures already taken (the domain's existing tasks). ``tools`` and
+    ``anchors`` restrict where walks start (a refusal's operation, records its rule applies
+    to); ``keep`` drops walks it refuses. Fewer than ``n`` come back when the attempts run out:
+    the domain's state allows no more.
     """
+    options = WalkOptions(
+        max_reads=max_reads,
+        min_reads=min(min_reads, max_reads),
+        max_writes=max_writes,
+        optional_rate=optional_rate,
+        tools=tuple(tools) if tools is not None else None,
+        anchors=tuple(anchors) if anchors is not None else None,
+    )
     rng = random.Random(seed)
     writes = sorted(graph.writes(), key=lambda w: w.name)
+    starts = [w for w in writes if options.tools is None or w.name in options.tools]
     taken = set(exclude)
     walks: list[Walk] = []
-    if not writes:
+    if not starts or options.anchors == ():
         return walks
     for _ in range(n * attempts_per_walk):
         if len(walks) >= n:
             break
         n_writes = 1 if max_writes < 2 or rng.random() < 0.7 else 2
-        walk = _try_walk(domain, graph, writes, rng, n_writes, max_reads, optional_rate)
-        if walk is not None and walk.signature() not in taken:
-            taken.add(walk.signature())
-            walks.append(walk)
+        walk = _try_walk(domain, graph, writes, starts, rng, n_writes, options)
+        if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
+            continue
+        taken.add(walk.signature())
+        walks.append(walk)
     return walks
 
 
@@ -446,26 +519,34 @@ def _try_walk(
     domain: Domain,
     graph: ToolGraph,
     writes: Sequence[ToolNode],
+    starts: Sequence[ToolNode],
     rng: random.Random,
     n_writes: int,
-    max_reads: int,
-    optional_rate: float,
+    options: WalkOptions,
 ) -> Walk | None:
-    first = rng.choice(writes)
-    anchor = next((p.table for p in first.params if p.table and p.required), None)
+    first = rng.choice(starts)
+    tables = [p.table for p in first.params if p.table and p.required]
     session = domain.start_session()
-    known = _anchor_context(domain, session, anchor, rng) if anchor else []
+    known: Known = []
+    pool = [a for a in options.anchors or () if a[0] in tables]
+    if options.anchors is not None:
+        if not pool:
+            return None
+        table, key = rng.choice(pool)
+        known = _anchor_context(domain, session, table, rng, key=key)
+    elif tables:
+        known = _anchor_context(domain, session, tables[0], rng)
     calls: list[tuple[ToolNode, dict[str, Any]]] = []
     for i in range(n_writes):
         node = first if i == 0 else rng.choice(writes)
-        args = _fill(domain, session, node.params, known, rng, optional_rate=optional_rate)
+        args = _fill(domain, session, node.params, known, rng, optional_rate=options.optional_rate)
         if args is None:
             return None
         out = domain.toolkit.call(session, node.name, args)
         if not out.ok or not session.diff():
             return None
         calls.append((node, args))
-    reads = _reads_before(domain, graph, calls[0], known, rng, max_reads)
+    reads = _reads_before(domain, graph, calls[0], known, rng, options)
     return _execute(domain, graph, reads + calls)
 
 
@@ -475,15 +556,15 @@ def _reads_before(
     target: tuple[ToolNode, dict[str, Any]],
     known: Known,
     rng: random.Random,
-    max_reads: int,
+    options: WalkOptions,
 ) -> list[tuple[ToolNode, dict[str, Any]]]:
     """Reads, latest first built, whose answers show a value the next call takes."""
     chain: list[tuple[ToolNode, dict[str, Any]]] = []
     node, args = target
     session = domain.start_session()
-    for _ in range(rng.randint(0, max_reads)):
+    for _ in range(rng.randint(options.min_reads, options.max_reads)):
         needed = {str(args[p.name]) for p in node.params if p.table and p.name in args}
-        options = []
+        found = []
         for edge in graph.predecessors(node.name):
             prev = graph.nodes[edge.source]
             if prev.kind != "read" or any(prev.name == c[0].name for c in chain):
@@ -493,14 +574,17 @@ def _reads_before(
                 continue
             out = domain.toolkit.call(session.fork(), prev.name, prev_args)
             shown = {k for _, k in _keys_in(domain, session, out.content)} if out.ok else set()
-            # Prefer a read that discovers the value over one that is handed it.
+            # Prefer a read that discovers the value over one that is handed it, and one that
+            # takes what a person knows (an email, a name) over one that takes a record's key.
             given = {str(v) for v in prev_args.values()}
+            natural = not any(p.table for p in prev.params)
             if needed & shown:
-                options.append((bool(needed & shown - given), prev.name, prev, prev_args))
-        if not options:
+                found.append((bool(needed & shown - given), natural, prev.name, prev, prev_args))
+        if not found:
             break
-        best = [o for o in options if o[0]] or options
-        _, _, node, args = rng.choice(sorted(best, key=lambda o: o[1]))
+        best = [o for o in found if o[0]] or found
+        best = [o for o in best if o[1]] or best
+        _, _, _, node, args = rng.choice(sorted(best, key=lambda o: o[2]))
         chain.insert(0, (node, args))
     return chain
 
@@ -542,3 +626,13 @@ def _loads(content: str) -> Any:
         return json.loads(content)
     except json.JSONDecodeError:
         return content
+
+
+def related_records(
+    domain: Domain, session: Session, entities: Sequence[tuple[str, str]], hops: int = 1
+) -> list[tuple[str, str]]:
+    """The given records and those they refer to, ``hops`` levels deep (an order and its
+    customer): what a person calling about the entities knows of."""
+    known: Known = [(t, k, session.require(t, k)) for t, k in entities if session.exists(t, k)]
+    _extend_forward(domain, session, known, hops=hops)
+    return list(dict.fromkeys((t, k) for t, k, _ in known))

@@ -1,163 +1,486 @@
-"""A scripted codegen model for synthesis tests: a small bike-rental domain, stage by stage.
+"""A scripted codegen model for synthesis tests: the ferry line of the blueprint prompt's
+example, stage by stage, as a capable model would answer.
 
 Each helper returns the replies one stage's calls get, in order; tests queue them on the
 scripted server under the synthesis id (the team's calls) and under the task synthesis's
-episodes (``synthesis/<domain id>/walk-<i>``).
+episodes (``synthesis/<domain id>/walk-<i>``, ``.../refusal-<j>``). The scenario answers are
+written for the walks the task synthesis will sample: :func:`task_replies` builds the package the
+team will build (same functions, same seed) and plans its walks.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
+from maestro.agents.codegen.blueprint import Blueprint
+from maestro.agents.codegen.data import parse_data
+from maestro.agents.codegen.example import EXAMPLE, EXAMPLE_BRIEF
+from maestro.agents.codegen.growth import grow
+from maestro.agents.codegen.normalise import parse_blueprint
+from maestro.agents.codegen.refusals import refusal_rules
+from maestro.agents.codegen.render import db_json, manifest_json, models_source
+from maestro.agents.codegen.scenarios import plan_walks
+from maestro.agents.codegen.state import SynthesisConfig
+from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.scripted_server import Reply, ScriptedServer
+from maestro.domains.sandbox import load_sandboxed_domain
+from maestro.domains.toolgraph import Walk
 
-BLUEPRINT: dict[str, Any] = {
-    "domain_id": "bike_rental",
-    "name": "Bike rental",
-    "description": "Customers rent bikes by the day and return or cancel rentals.",
-    "entities": [
-        {
-            "name": "Customer",
-            "table": "customers",
-            "key": "customer_id",
-            "prefix": "C",
-            "fields": {"name": "str", "email": "str"},
-        },
-        {
-            "name": "Rental",
-            "table": "rentals",
-            "key": "rental_id",
-            "prefix": "R",
-            "fields": {
-                "customer_id": "ref:customers",
-                "status": "enum:active|returned|cancelled",
-                "days": "int",
-            },
-        },
-    ],
-    "operations": [
-        {
-            "name": "get_rental",
-            "kind": "read",
-            "table": "rentals",
-            "description": "Look up a rental.",
-            "params": {"rental_id": "str"},
-        },
-        {
-            "name": "return_rental",
-            "kind": "write",
-            "table": "rentals",
-            "description": "Mark an active rental as returned.",
-            "params": {"rental_id": "str"},
-            "requires": {"status": ["active"]},
-            "sets": {"status": "returned"},
-        },
-        {
-            "name": "cancel_rental",
-            "kind": "write",
-            "table": "rentals",
-            "description": "Cancel an active rental.",
-            "params": {"rental_id": "str"},
-            "requires": {"status": ["active"]},
-            "sets": {"status": "cancelled"},
-        },
-    ],
-    "rules": ["Only active rentals can be returned.", "Only active rentals can be cancelled."],
+BRIEF = EXAMPLE_BRIEF
+INDUSTRY = "transport"
+BLUEPRINT: dict[str, Any] = copy.deepcopy(EXAMPLE)
+
+PASSENGERS = [
+    ("PS1001", "Maren", "Okafor", "maren.okafor@gmail.com", "+44 7700 900118", "1984-03-12"),
+    ("PS1002", "Tomasz", "Wierzbicki", "t.wierzbicki@outlook.com", "+44 7700 900342", "1991-11-02"),
+    ("PS1003", "Aoife", "Brennan", "aoife.brennan@yahoo.com", "+353 87 555 0191", "1969-06-25"),
+    ("PS1004", "Rahul", "Iyer", "rahul.iyer@icloud.com", "+44 7700 900775", "1977-01-30"),
+    (
+        "PS1005",
+        "Celine",
+        "Marchand",
+        "celine.marchand@gmail.com",
+        "+33 6 55 01 23 47",
+        "2001-09-14",
+    ),
+]
+SAILINGS = [
+    ("SL1001", "Portsmouth-Cherbourg", "2026-01-12T08:30:00", 62.5, 140, "scheduled"),
+    ("SL1002", "Plymouth-Roscoff", "2026-01-05T19:00:00", 71.0, 36, "scheduled"),
+    ("SL1003", "Poole-Guernsey", "2025-12-27T07:15:00", 48.0, 210, "cancelled"),
+    ("SL1004", "Portsmouth-Cherbourg", "2025-12-20T14:00:00", 59.0, 0, "departed"),
+    ("SL1005", "Plymouth-Roscoff", "2026-02-03T10:45:00", 88.0, 95, "scheduled"),
+    ("SL1006", "Poole-Guernsey", "2026-01-20T16:30:00", 52.0, 0, "scheduled"),
+]
+BOOKINGS = [
+    ("BK1001", "PS1001", "SL1001", True, 62.5, "confirmed", "2025-12-18", "Window seat, deck 7"),
+    ("BK1002", "PS1002", "SL1005", False, 88.0, "confirmed", "2025-12-29", None),
+    ("BK1003", "PS1003", "SL1003", False, 48.0, "confirmed", "2025-12-02", "Travelling with a dog"),
+    ("BK1004", "PS1004", "SL1004", True, 59.0, "travelled", "2025-11-30", None),
+    ("BK1005", "PS1005", "SL1001", False, 62.5, "cancelled", "2025-12-21", "Aisle seat"),
+    ("BK1006", "PS1002", "SL1002", False, 71.0, "confirmed", "2026-01-02", None),
+]
+REFUNDS = [
+    ("RF1001", "BK1005", 62.5, "Plans changed after a family emergency", "paid", "2025-12-23"),
+    ("RF1002", "BK1004", 20.0, "Vehicle deck upgrade not provided", "paid", "2025-12-22"),
+    ("RF1003", "BK1002", 15.0, "Cabin booked twice by mistake", "pending", "2026-01-03"),
+    ("RF1004", "BK1006", 10.0, "Seat reservation fee charged twice", "pending", "2026-01-04"),
+]
+
+VALUES = {
+    "passengers": {
+        "first_name": [
+            "Maren",
+            "Tomasz",
+            "Aoife",
+            "Rahul",
+            "Celine",
+            "Hamid",
+            "Ingrid",
+            "Kwame",
+            "Lucia",
+            "Ewan",
+            "Priya",
+            "Jonas",
+        ],
+        "last_name": [
+            "Okafor",
+            "Wierzbicki",
+            "Brennan",
+            "Iyer",
+            "Marchand",
+            "Haddad",
+            "Lund",
+            "Mensah",
+            "Ferreira",
+            "MacLeod",
+            "Sharma",
+            "Vogel",
+        ],
+        "email": [
+            "maren.okafor@gmail.com",
+            "t.wierzbicki@outlook.com",
+            "aoife.brennan@yahoo.com",
+            "rahul.iyer@icloud.com",
+            "celine.marchand@gmail.com",
+            "h.haddad@outlook.com",
+            "ingrid.lund@gmail.com",
+            "kwame.mensah@yahoo.com",
+            "lucia.ferreira@icloud.com",
+            "ewan.macleod@gmail.com",
+        ],
+        "phone": [
+            "+44 7700 900118",
+            "+44 7700 900342",
+            "+353 87 555 0191",
+            "+44 7700 900775",
+            "+33 6 55 01 23 47",
+            "+44 7700 900561",
+            "+47 412 55 019",
+            "+44 7700 900908",
+            "+351 912 555 014",
+            "+44 7700 900233",
+        ],
+    },
+    "sailings": {},
+    "bookings": {
+        "seat_note": [
+            "Window seat, deck 7",
+            "Travelling with a dog",
+            "Aisle seat",
+            "Needs step-free access",
+            "Reclining seat near the lounge",
+            "Cabin with two bunks",
+            "Seat next to my partner",
+            "Bicycle on board",
+            "Quiet zone please",
+            "Travelling with an infant",
+        ],
+    },
+    "refunds": {
+        "reason": [
+            "Plans changed after a family emergency",
+            "Vehicle deck upgrade not provided",
+            "Cabin booked twice by mistake",
+            "Seat reservation fee charged twice",
+            "Sailing delayed by more than three hours",
+            "Wrong travel date booked",
+            "Pet fee charged without a pet",
+            "Cabin not cleaned on boarding",
+            "Illness on the day of travel",
+            "Duplicate booking on the website",
+        ],
+    },
 }
 
-RECORDS = {
-    "customers": [
-        {"customer_id": "C1", "name": "Ada Byron", "email": "ada@example.com"},
-        {"customer_id": "C2", "name": "Bo Chen", "email": "bo@example.com"},
-    ],
-    "rentals": [
-        {"rental_id": "R1", "customer_id": "C1", "status": "active", "days": 3},
-        # dropped: days is not an int
-        {"rental_id": "R2", "customer_id": "C2", "status": "returned", "days": "two"},
-    ],
+
+def data_answer() -> dict[str, Any]:
+    def rows(names: list[str], tuples: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        return [dict(zip(names, t, strict=True)) for t in tuples]
+
+    return {
+        "records": {
+            "passengers": rows(
+                ["passenger_id", "first_name", "last_name", "email", "phone", "date_of_birth"],
+                PASSENGERS,
+            ),
+            "sailings": rows(
+                ["sailing_id", "route", "departs_at", "fare", "seats_left", "status"], SAILINGS
+            ),
+            "bookings": rows(
+                [
+                    "booking_id",
+                    "passenger_id",
+                    "sailing_id",
+                    "vehicle",
+                    "fare_paid",
+                    "status",
+                    "booked_on",
+                    "seat_note",
+                ],
+                BOOKINGS,
+            ),
+            "refunds": rows(
+                ["refund_id", "booking_id", "amount", "reason", "status", "requested_on"], REFUNDS
+            ),
+        },
+        "values": VALUES,
+    }
+
+
+TOOLS = {
+    "find_passenger": """@tool("read")
+def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
+    found = db.find("passengers", email=email, date_of_birth=date_of_birth)
+    if not found:
+        raise ToolError("no passenger has that email and date of birth")
+    return found[0]""",
+    "list_passenger_bookings": """def list_passenger_bookings(db: Database, passenger_id: str) -> list:
+    db.require("passengers", passenger_id)
+    return db.find("bookings", passenger_id=passenger_id)""",
+    "get_booking": """def get_booking(db, booking_id):
+    return db.require("bookings", booking_id)""",
+    "get_sailing": '''def get_sailing(db, sailing_id):
+    """Show a sailing."""
+    return db.require("sailings", sailing_id)''',
+    "book_sailing": """def book_sailing(db, passenger_id, sailing_id, vehicle):
+    db.require("passengers", passenger_id)
+    sailing = db.require("sailings", sailing_id)
+    if sailing["status"] != "scheduled":
+        raise ToolError(f"sailing {sailing_id} is {sailing['status']}, not scheduled")
+    if datetime.fromisoformat(sailing["departs_at"]) < db.now() + timedelta(hours=2):
+        raise ToolError("sailings can be booked until 2 hours before departure")
+    if sailing["seats_left"] < 1:
+        raise ToolError(f"sailing {sailing_id} has no seats left")
+    db.update("sailings", sailing_id, seats_left=sailing["seats_left"] - 1)
+    key = db.new_id("bookings", "BK")
+    return db.insert("bookings", {
+        "booking_id": key, "passenger_id": passenger_id, "sailing_id": sailing_id,
+        "vehicle": vehicle, "fare_paid": sailing["fare"], "status": "confirmed",
+        "booked_on": db.today().isoformat(), "seat_note": None,
+    })""",
+    "cancel_booking": """def cancel_booking(db, booking_id, reason):
+    booking = db.require("bookings", booking_id)
+    if booking["status"] != "confirmed":
+        raise ToolError(f"booking {booking_id} is {booking['status']}, not confirmed")
+    sailing = db.require("sailings", booking["sailing_id"])
+    if datetime.fromisoformat(sailing["departs_at"]) < db.now() + timedelta(hours=24):
+        raise ToolError("bookings can be cancelled until 24 hours before departure")
+    db.update("bookings", booking_id, status="cancelled")
+    db.update("sailings", sailing["sailing_id"], seats_left=sailing["seats_left"] + 1)
+    key = db.new_id("refunds", "RF")
+    return db.insert("refunds", {
+        "refund_id": key, "booking_id": booking_id, "amount": booking["fare_paid"],
+        "reason": reason, "status": "pending", "requested_on": db.today().isoformat(),
+    })""",
+    "claim_cancelled_sailing_refund": """def claim_cancelled_sailing_refund(db, booking_id):
+    booking = db.require("bookings", booking_id)
+    if booking["status"] != "confirmed":
+        raise ToolError(f"booking {booking_id} is {booking['status']}, not confirmed")
+    sailing = db.require("sailings", booking["sailing_id"])
+    if sailing["status"] != "cancelled":
+        raise ToolError("the sailing was not cancelled by the line")
+    if datetime.fromisoformat(sailing["departs_at"]) < db.now() - timedelta(days=30):
+        raise ToolError("refunds for cancelled sailings are claimed within 30 days")
+    db.update("bookings", booking_id, status="cancelled")
+    key = db.new_id("refunds", "RF")
+    return db.insert("refunds", {
+        "refund_id": key, "booking_id": booking_id, "amount": booking["fare_paid"],
+        "reason": "sailing cancelled by the line", "status": "pending",
+        "requested_on": db.today().isoformat(),
+    })""",
+    "add_vehicle": """def add_vehicle(db, booking_id):
+    booking = db.require("bookings", booking_id)
+    if booking["status"] != "confirmed":
+        raise ToolError(f"booking {booking_id} is {booking['status']}, not confirmed")
+    if booking["vehicle"]:
+        raise ToolError("the booking already has a vehicle")
+    return db.update("bookings", booking_id, vehicle=True)""",
+    "update_phone": """def update_phone(db, passenger_id, phone):
+    db.require("passengers", passenger_id)
+    return db.update("passengers", passenger_id, phone=phone)""",
 }
 
-GET = """```python
-@tool("read")
-def get_rental(db: Database, rental_id: str) -> dict:
-    return db.require("rentals", rental_id)
-```"""
+TOOLS["get_refund"] = '''def get_refund(db, refund_id):
+    return db.require("refunds", refund_id)'''
 
-RETURN = """Here is the function:
-```python
-@tool("write")
-def return_rental(db: Database, rental_id: str) -> dict:
-    rental = db.require("rentals", rental_id)
-    if rental["status"] != "active":
-        raise ToolError(f"rental {rental_id} is {rental['status']}, not active")
-    return db.update("rentals", rental_id, status="returned")
-```"""
+#: The blueprint again, with the operation a reviewer finds missing.
+WITH_GET_REFUND: dict[str, Any] = copy.deepcopy(BLUEPRINT)
+WITH_GET_REFUND["operations"].append(
+    {
+        "name": "get_refund",
+        "kind": "read",
+        "table": "refunds",
+        "description": "Show a refund and its status.",
+        "params": {"refund_id": "str"},
+    }
+)
 
-CANCEL = '''```python
-def cancel_rental(db: Database, rental_id: str) -> dict:
-    """Cancel."""
-    rental = db.require("rentals", rental_id)
-    if rental["status"] != "active":
-        raise ToolError("only active rentals can be cancelled")
-    return db.update("rentals", rental_id, status="cancelled")
-```'''
+#: A wrong tool: the 24-hour check is off by a day (day N+1 passes) and the seat is not returned.
+CANCEL_BUGGY = """def cancel_booking(db, booking_id, reason):
+    booking = db.require("bookings", booking_id)
+    if booking["status"] != "confirmed":
+        raise ToolError("not confirmed")
+    sailing = db.require("sailings", booking["sailing_id"])
+    if datetime.fromisoformat(sailing["departs_at"]) < db.now():
+        raise ToolError("the sailing has left")
+    db.update("bookings", booking_id, status="cancelled")
+    key = db.new_id("refunds", "RF")
+    return db.insert("refunds", {
+        "refund_id": key, "booking_id": booking_id, "amount": booking["fare_paid"],
+        "reason": reason, "status": "pending", "requested_on": db.today().isoformat(),
+    })"""
 
-#: The bug: no precondition check, and the wrong status.
-CANCEL_BUGGY = """```python
-@tool("write")
-def cancel_rental(db: Database, rental_id: str) -> dict:
-    return db.update("rentals", rental_id, status="returned")
-```"""
+POLICY = """# Bluewater Ferries passenger desk policy
+You help passengers of Bluewater Ferries with their bookings, cancellations and refunds.
+1. Verify the passenger's identity with their email and date of birth before reading or changing any booking.
+2. Only act on the verified passenger's own bookings.
+3. A booking can be cancelled until 24 hours before departure; the fare paid is refunded.
+4. Sailings can be booked until 2 hours before departure, while seats are left.
+5. Passengers whose sailing the line cancelled may claim a refund within 30 days of the planned departure.
+6. Bookings with a vehicle cannot be cancelled by phone: the passenger must cancel at the port office.
+7. Sailings departing in less than 24 hours are sold only at the port, not by phone.
+"""
 
-POLICY = """```markdown
-# Bike rental policy
-You help customers with their bike rentals.
-1. Only active rentals can be returned.
-2. Only active rentals can be cancelled.
-```"""
+OK = '{"verdict": "ok", "stage": "", "tool": "", "problem": ""}'
+#: The phrase of the policy each refusal's agent must say, by operation.
+REFUSAL_PHRASES = {"cancel_booking": "port office", "book_sailing": "only at the port"}
 
-OK = '{"verdict": "ok"}'
+
+def fence(code: str) -> str:
+    return f"Here is the tool:\n```python\n{code}\n```"
 
 
 def domain_id(synthesis_id: str) -> str:
     """The id the team gives the scripted domain in a synthesis (unique per synthesis)."""
-    return f"bike_rental_{hashlib.sha256(synthesis_id.encode()).hexdigest()[:6]}"
+    return f"ferry_line_{hashlib.sha256(synthesis_id.encode()).hexdigest()[:6]}"
 
 
-def scenario(i: int) -> str:
-    """A task scenario whose known_info states every key the customer could be asked for."""
-    keys = " ".join([f"C{1000 + n}" for n in range(1, 7)] + [f"R{1000 + n}" for n in range(1, 7)])
-    return json.dumps(
-        {
-            "persona": "A calm customer.",
-            "reason_for_call": f"You want help with a rental (scenario {i}).",
-            "known_info": f"Your ids: C1 C2 R1 R2 {keys}.",
-            "unknown_info": None,
-            "task_instructions": "Answer the agent's questions.",
-            "nl_assertions": ["The agent confirms the change."],
-        }
-    )
-
-
-def team_replies(*, cancel: list[str] | None = None, review: str = OK) -> list[str]:
-    """The team's replies for a whole synthesis, in call order."""
-    return [
-        json.dumps(BLUEPRINT),
-        json.dumps(RECORDS),
-        GET,
-        RETURN,
-        *(cancel or [CANCEL]),
-        POLICY,
-        review,
-    ]
+def team_replies(
+    *,
+    blueprint: list[str] | None = None,
+    data: list[str] | None = None,
+    tools: dict[str, list[str]] | None = None,
+    policy: list[str] | None = None,
+    review: list[str] | None = None,
+    cancel: list[str] | None = None,
+) -> list[str]:
+    """The team's replies for a whole synthesis, in call order (tasks aside); each stage's
+    list replaces its one good answer (to script refused answers before it)."""
+    tools = dict(tools or {})
+    if cancel is not None:
+        tools["cancel_booking"] = [fence(c) for c in cancel]
+    replies = list(blueprint or [json.dumps(BLUEPRINT)])
+    replies += data or [json.dumps(data_answer())]
+    for op in BLUEPRINT["operations"]:
+        replies += tools.get(op["name"], [fence(TOOLS[op["name"]])])
+    return replies + (policy or [POLICY]) + (review or [OK])
 
 
 def queue(server: ScriptedServer, episode: str, replies: list[str]) -> None:
     server.script(episode, "codegen", [Reply(content=r) for r in replies])
 
 
-def queue_tasks(server: ScriptedServer, synthesis_id: str, n: int) -> None:
-    for i in range(n):
-        queue(server, f"synthesis/{domain_id(synthesis_id)}/walk-{i}", [scenario(i)])
+# ----- the tasks stage's answers -----------------------------------------------------------------
+
+
+def blueprint(
+    config: SynthesisConfig | None = None, raw: dict[str, Any] | None = None
+) -> Blueprint:
+    clock = (config or SynthesisConfig()).clock
+    return parse_blueprint(raw or BLUEPRINT, clock=clock, industry=INDUSTRY)
+
+
+def package_files(
+    synthesis_id: str, config: SynthesisConfig, raw: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The files the team writes before the tasks stage (for planning the walks)."""
+    bp = blueprint(config, raw)
+    limits = config.limits()
+    db = grow(bp, parse_data(bp, data_answer(), limits), limits, seed=config.seed)
+    functions = {op.name: normalise_tool(bp, op, TOOLS[op.name]) for op in bp.operations}
+    return {
+        "models.py": models_source(bp),
+        "db.json": db_json(db),
+        "domain.json": manifest_json(
+            bp, domain_id=domain_id(synthesis_id), synthesis_id=synthesis_id, run_id=None
+        ),
+        "tools.py": tools_source(bp, functions),
+        "policy.md": POLICY,
+        "tasks.jsonl": "",
+    }
+
+
+def scenario(walk: Walk, i: int) -> str:
+    """A walk's scenario, telling the customer every value the walk needs."""
+    values = " ".join(
+        str(x)
+        for v in walk.user_values.values()
+        for x in (v if isinstance(v, list) else [v])
+        if not isinstance(x, bool)
+    )
+    return json.dumps(
+        {
+            "persona": "A regular passenger who travels with Bluewater Ferries a few times a year.",
+            "reason_for_call": f"You want help with your ferry travel ({walk.writes[0].name}).",
+            "known_info": f"Your details: {values}.",
+            "unknown_info": None,
+            "task_instructions": "Give your details when asked and confirm the change.",
+            "nl_assertions": ["The agent confirms the change to the passenger."],
+        }
+    )
+
+
+def scenario_knowing_everything(synthesis_id: str, config: SynthesisConfig) -> str:
+    """A scenario whose customer knows every value of the database: it fits any walk."""
+    db = json.loads(package_files(synthesis_id, config)["db.json"])
+    values = sorted(
+        {str(v) for rows in db.values() for r in rows.values() for v in r.values() if v is not None}
+        | set(VALUES["refunds"]["reason"])
+    )
+    body = json.loads(scenario_text("everything"))
+    body["known_info"] = "Your details: " + " ".join(values)
+    return json.dumps(body)
+
+
+def scenario_text(name: str) -> str:
+    return json.dumps(
+        {
+            "persona": "A regular passenger who travels with Bluewater Ferries a few times a year.",
+            "reason_for_call": f"You want help with your ferry travel ({name}).",
+            "known_info": "",
+            "unknown_info": None,
+            "task_instructions": "Give your details when asked and confirm the change.",
+            "nl_assertions": ["The agent confirms the change to the passenger."],
+        }
+    )
+
+
+def refusal(walk: Walk) -> str:
+    values = " ".join(str(v) for v in walk.user_values.values() if not isinstance(v, bool))
+    phrase = REFUSAL_PHRASES[walk.writes[0].name]
+    return json.dumps(
+        {
+            "candidate": 1,
+            "rule": f"The rule on {walk.writes[0].name} by phone.",
+            "communicate_info": [phrase],
+            "persona": "A passenger in a hurry.",
+            "reason_for_call": f"You want to {walk.writes[0].name.replace('_', ' ')} by phone.",
+            "known_info": f"Your details: {values}.",
+            "unknown_info": None,
+            "task_instructions": "Insist once, then accept the answer.",
+            "nl_assertions": ["The agent does not make the change and explains why."],
+        }
+    )
+
+
+def task_replies(
+    synthesis_id: str,
+    config: SynthesisConfig,
+    *,
+    attempt: int = 1,
+    raw: dict[str, Any] | None = None,
+) -> dict[str, list[str]]:
+    """The answers the task synthesis's episodes get, by episode, for one tasks attempt (of
+    the blueprint ``raw``, the scripted one by default)."""
+    files = package_files(synthesis_id, config, raw)
+    bp = blueprint(config, raw)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, text in files.items():
+            (root / name).write_text(text, encoding="utf-8")
+        with load_sandboxed_domain(root, check_gold=False) as domain:
+            walks, plans = plan_walks(
+                domain,
+                n=config.n_tasks,
+                seed=config.seed + attempt - 1,
+                refusals=config.refusals,
+                rules=refusal_rules(bp),
+                min_reads=1,
+            )
+    did = domain_id(synthesis_id)
+    out = {f"synthesis/{did}/walk-{i}": [scenario(w, i)] for i, w in enumerate(walks)}
+    for j, plan in enumerate(plans):
+        if plan.group:
+            out[f"synthesis/{did}/refusal-{j}"] = [refusal(plan.group[0])]
+    return out
+
+
+def queue_tasks(
+    server: ScriptedServer,
+    synthesis_id: str,
+    config: SynthesisConfig,
+    *,
+    attempt: int = 1,
+    raw: dict[str, Any] | None = None,
+) -> int:
+    """Queue the tasks stage's answers; how many episodes were scripted."""
+    replies = task_replies(synthesis_id, config, attempt=attempt, raw=raw)
+    for episode, answers in replies.items():
+        queue(server, episode, answers)
+    return len(replies)

@@ -1,5 +1,6 @@
 """The synthesis graph end to end against the scripted OpenAI-compatible server, with the tools
-tested in the real sandbox."""
+tested in the real sandbox: a rich domain accepted, and every refused answer fed back to its
+author with the answer itself and the error."""
 
 from __future__ import annotations
 
@@ -7,18 +8,20 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from maestro.agents.client import CallLog, Endpoints
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult, run_synthesis
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
+from maestro.cli.domains import validate_targets
 from maestro.domains import inspect_package, replay_gold
 from tests.conftest import role_settings
 from tests.synthesis import scripted_team as team
 
-BRIEF = Brief(text="A bike rental shop: customers rent bikes by the day.", industry="leisure")
-CONFIG = SynthesisConfig(max_iterations=2, n_tasks=2, refusals=0)
+BRIEF = Brief(text=team.BRIEF, industry=team.INDUSTRY)
+CONFIG = SynthesisConfig(max_iterations=2)
 
 
 @pytest.fixture
@@ -27,13 +30,15 @@ def server() -> Iterator[ScriptedServer]:
         yield s
 
 
-def synthesize(server: ScriptedServer, run_dir: Path, sid: str) -> SynthesisResult:
+def synthesize(
+    server: ScriptedServer, run_dir: Path, sid: str, config: SynthesisConfig = CONFIG
+) -> SynthesisResult:
     async def go() -> SynthesisResult:
         log = CallLog()
         async with Endpoints(log) as endpoints:
             client = endpoints.client("codegen", role_settings(max_retries=0), server.base_url)
             return await run_synthesis(
-                BRIEF, client, log, run_dir=run_dir, synthesis_id=sid, config=CONFIG
+                BRIEF, client, log, run_dir=run_dir, synthesis_id=sid, config=config
             )
 
     return asyncio.run(go())
@@ -43,9 +48,25 @@ def stages(result: SynthesisResult) -> list[tuple[str, int, str]]:
     return [(e.stage, e.attempt, e.outcome) for e in result.events]
 
 
-def test_a_good_model_yields_a_valid_domain(server: ScriptedServer, tmp_path: Path) -> None:
+def requests(server: ScriptedServer, episode: str) -> list[dict[str, Any]]:
+    return [body for ep, _, body in server.model.requests if ep == episode]
+
+
+def retry_of(server: ScriptedServer, sid: str, marker: str) -> list[dict[str, Any]]:
+    """The requests whose prompt contains ``marker``, in order."""
+    return [b for b in requests(server, sid) if marker in b["messages"][1]["content"]]
+
+
+def assert_fed_back(request: dict[str, Any], previous: str, error: str) -> None:
+    """The retry holds the refused answer as the model's turn, and the error after it."""
+    *_, answer, told = request["messages"]
+    assert answer == {"role": "assistant", "content": previous}
+    assert told["role"] == "user" and error in told["content"], told["content"]
+
+
+def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_path: Path) -> None:
     team.queue(server, "good", team.team_replies())
-    team.queue_tasks(server, "good", 2)
+    scripted = team.queue_tasks(server, "good", CONFIG)
 
     result = synthesize(server, tmp_path, "good")
 
@@ -54,71 +75,130 @@ def test_a_good_model_yields_a_valid_domain(server: ScriptedServer, tmp_path: Pa
     assert result.package == str(tmp_path / "domains" / team.domain_id("good"))
     domain, problems = inspect_package(result.package)
     assert problems == []
-    assert domain is not None and len(domain.tasks) == 2
+    assert domain is not None
+    kinds = {s.name: s.kind for s in domain.toolkit.specs.values()}
+    creates = [op["name"] for op in team.BLUEPRINT["operations"] if op["kind"] == "create"]
+    assert len(domain.tables) == 4 and len(kinds) == 9 and len(creates) == 3
+    assert domain.initial.count() == 400
+    refusals = [t for t in domain.tasks if t.category == "refusal"]
+    assert len(domain.tasks) == 13 and len(refusals) == 3
     assert all(replay_gold(domain, t).ok for t in domain.tasks)
-    assert {s.name: s.kind for s in domain.toolkit.specs.values()} == {
-        "get_rental": "read",
-        "return_rental": "write",
-        "cancel_rental": "write",
-    }
-    assert domain.manifest.provenance.source == "synthesized"
-    assert domain.initial.count("rentals") == 6  # one LLM record kept, five filled
+    assert domain.manifest.clock is not None and domain.manifest.clock.isoformat() == "2026-01-05T09:00:00"
+    checks, totals = validate_targets([Path(result.package)])
+    assert totals["problems"] == [] and len(checks) == 1, totals
+    assert totals["gold_pass"] == totals["null_fail"] == totals["perturbed_fail"] == 13
     assert [s for s, _, o in stages(result) if o != "ok"] == []
-    assert [s for s, _, _ in stages(result)] == [
-        "blueprint",
-        "data",
-        "tools:get_rental",
-        "tools:return_rental",
-        "tools:cancel_rental",
-        "policy",
-        "tasks",
-        "review",
-        "finalize",
+    assert result.llm_calls == 1 + 1 + 9 + 1 + scripted + 1
+    # Every JSON stage sent its answer's schema; code and Markdown stages did not.
+    formats = [
+        (b.get("response_format") or {}).get("json_schema", {}).get("name")
+        for b in requests(server, "good")
     ]
-    assert result.llm_calls == 9 and result.tokens > 0
-    tasks_event = next(e for e in result.events if e.stage == "tasks")
-    assert tasks_event.llm_calls == 2  # the task synthesis's calls count for its stage
+    assert formats == ["blueprint", "data", *[None] * 9, None, "review"]
+    task_formats = {
+        b["response_format"]["json_schema"]["name"]
+        for ep, _, b in server.model.requests
+        if ep.startswith("synthesis/")
+    }
+    assert task_formats == {"scenario", "refusal"}
 
 
-def test_a_broken_tool_is_caught_fed_back_and_fixed(server: ScriptedServer, tmp_path: Path) -> None:
-    team.queue(server, "fix", team.team_replies(cancel=[team.CANCEL_BUGGY, team.CANCEL]))
-    team.queue_tasks(server, "fix", 2)
+def test_every_refused_answer_goes_back_with_itself_and_the_error(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    no_lookup = json.loads(json.dumps(team.BLUEPRINT))
+    no_lookup["operations"] = no_lookup["operations"][1:]
+    placeholders = team.data_answer()
+    placeholders["records"]["passengers"][3]["first_name"] = "name 4"
+    bare_policy = "Rules: be nice."
+    bad_review = '{"verdict": "fix", "stage": "tools", "tool": "", "problem": "rule 6"}'
+    replies = team.team_replies(
+        blueprint=[json.dumps(no_lookup), json.dumps(team.BLUEPRINT)],
+        data=[json.dumps(placeholders), json.dumps(team.data_answer())],
+        cancel=[team.CANCEL_BUGGY, team.TOOLS["cancel_booking"]],
+        policy=[bare_policy, team.POLICY],
+        review=[bad_review, team.OK],
+    )
+    team.queue(server, "back", replies)
+    team.queue_tasks(server, "back", CONFIG)
 
-    result = synthesize(server, tmp_path, "fix")
+    result = synthesize(server, tmp_path, "back")
 
     assert result.status == "accepted", result.reason
     server.assert_done()
-    failed = [e for e in result.events if e.outcome == "failed"]
-    assert [(e.stage, e.attempt) for e in failed] == [("tools:cancel_rental", 1)]
-    assert "rentals/R1.status is 'returned', expected 'cancelled'" in failed[0].detail
-    assert "should raise ToolError but succeeded" in failed[0].detail
-    # The second request for the tool shows the model its code and the failing test.
-    asks = [
-        body["messages"][-1]["content"]
-        for _, _, body in server.model.requests
-        if "def cancel_rental" in body["messages"][-1]["content"]
+    assert [(s, a) for s, a, o in stages(result) if o == "failed"] == [
+        ("blueprint", 1),
+        ("data", 1),
+        ("tools:cancel_booking", 1),
+        ("policy", 1),
+        ("review", 1),
     ]
-    assert len(asks) == 2
-    assert "failed: cancel_rental: succeeds when allowed" in asks[1]
-    assert 'status="returned"' in asks[1]
-    tools_py = (Path(str(result.package)) / "tools.py").read_text()
-    assert "only active rentals can be cancelled" in tools_py
+    asks = requests(server, "back")
+    assert_fed_back(asks[1], replies[0], "no lookup operation")
+    assert_fed_back(asks[3], replies[2], "passengers.first_name 'name 4' is the field's name")
+    cancel = retry_of(server, "back", "the tool cancel_booking")
+    assert len(cancel) == 2
+    assert_fed_back(
+        cancel[1],
+        team.fence(team.CANCEL_BUGGY),
+        "refuses when booking_id.sailing_id.departs_at is '2026-01-06T08:30:00'",
+    )
+    policy = retry_of(server, "back", "Write the policy")
+    assert_fed_back(policy[1], bare_policy, "the policy must start with a '# ' title line")
+    review = retry_of(server, "back", "Check that the policy")
+    assert len(review) == 2 and review[0] != review[1]
+    assert_fed_back(review[1], bad_review, "a tools fix must name one of the tools")
+
+
+def test_the_reviewer_sends_a_missing_operation_back_to_the_blueprint(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    finding = json.dumps(
+        {
+            "verdict": "fix",
+            "stage": "blueprint",
+            "tool": "",
+            "problem": "Missing operation: no tool shows a refund, which customers ask about.",
+        }
+    )
+    first = team.team_replies(review=[finding])
+    again = [json.dumps(team.WITH_GET_REFUND), team.fence(team.TOOLS["get_refund"]), team.OK]
+    team.queue(server, "missing", first + again)
+    team.queue_tasks(server, "missing", CONFIG)
+    team.queue_tasks(server, "missing", CONFIG, attempt=2, raw=team.WITH_GET_REFUND)
+
+    result = synthesize(server, tmp_path, "missing")
+
+    assert result.status == "accepted", result.reason
+    server.assert_done()
+    assert [s for s, _, _ in stages(result)][-6:] == [
+        "review",
+        "blueprint",
+        "tools:get_refund",
+        "tasks",
+        "review",
+        "finalize",
+    ]  # the data, the other tools and the policy were kept: only the new tool was written
+    blueprints = retry_of(server, "missing", "Design the data and operations")
+    assert_fed_back(blueprints[1], first[0], "the reviewer found: Missing operation")
+    domain, problems = inspect_package(str(result.package))
+    assert problems == [] and domain is not None and "get_refund" in domain.toolkit.specs
 
 
 def test_a_tool_never_fixed_ends_in_rejection(server: ScriptedServer, tmp_path: Path) -> None:
-    replies = team.team_replies(cancel=[team.CANCEL_BUGGY, team.CANCEL_BUGGY])[:-2]
-    team.queue(server, "never", replies)  # no policy or review: they must not be reached
+    replies = team.team_replies(cancel=[team.CANCEL_BUGGY, team.CANCEL_BUGGY])
+    team.queue(server, "never", replies[:9])  # nothing after cancel_booking: it is not reached
 
     result = synthesize(server, tmp_path, "never")
 
     assert result.status == "rejected"
     server.assert_done()
     assert result.reason is not None
-    assert result.reason.startswith("stage tools:cancel_rental failed 2 time(s), the bound is 2")
-    assert "expected 'cancelled'" in result.reason
+    assert result.reason.startswith("stage tools:cancel_booking failed 2 time(s), the bound is 2")
+    assert "should raise ToolError but succeeded" in result.reason
     assert stages(result)[-2:] == [
-        ("tools:cancel_rental", 1, "failed"),
-        ("tools:cancel_rental", 2, "rejected"),
+        ("tools:cancel_booking", 1, "failed"),
+        ("tools:cancel_booking", 2, "rejected"),
     ]
     assert result.package is None
     assert not (tmp_path / "domains").exists()
@@ -128,7 +208,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
     replies = team.team_replies()
-    team.queue(server, "crash", replies[:5])  # blueprint, data, three tools; policy unscripted
+    team.queue(server, "crash", replies[:11])  # blueprint, data, nine tools; policy unscripted
 
     crashed = synthesize(server, tmp_path, "crash")
 
@@ -138,56 +218,39 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     assert len(server.model.stats.unscripted) == 1
     calls_before = server.model.stats.calls["codegen"]
 
-    team.queue(server, "crash", replies[5:])
-    team.queue_tasks(server, "crash", 2)
+    team.queue(server, "crash", replies[11:])
+    scripted = team.queue_tasks(server, "crash", CONFIG)
     resumed = synthesize(server, tmp_path, "crash")
 
     assert resumed.status == "accepted", resumed.reason
     assert resumed.resumed
-    # Only policy, two task scenarios and review were asked for again: nothing finished redone.
-    assert server.model.stats.calls["codegen"] - calls_before == 4
+    # Only the policy, the task scenarios and the review were asked for: nothing finished redone.
+    assert server.model.stats.calls["codegen"] - calls_before == 2 + scripted
     assert server.model.leftovers() == {}
-    assert [s for s, _, _ in stages(resumed)].count("tools:get_rental") == 1
+    assert [s for s, _, _ in stages(resumed)].count("tools:get_booking") == 1
     assert ("policy", 1, "ok") in stages(resumed)
-    assert json.loads(
-        (tmp_path / "synthesis" / "crash" / "work" / "package" / "db.json").read_text()
-    )
 
 
-def test_a_bad_blueprint_and_a_reviewers_finding_go_back_to_their_stages(
-    server: ScriptedServer, tmp_path: Path
-) -> None:
-    bad = json.loads(json.dumps(team.BLUEPRINT))
-    bad["entities"][1]["fields"]["customer_id"] = "ref:clients"
-    finding = json.dumps(
-        {"verdict": "fix", "stage": "policy", "tool": "", "problem": "rule 2 is missing"}
-    )
-    replies = team.team_replies(review=finding)
-    team.queue(server, "loop", [json.dumps(bad), *replies, team.POLICY, team.OK])
-    team.queue_tasks(server, "loop", 2)
-    team.queue_tasks(server, "loop", 2)  # the tasks are made again after the policy changed
+def test_too_few_tasks_are_topped_up_not_redone(server: ScriptedServer, tmp_path: Path) -> None:
+    config = CONFIG.model_copy(update={"min_tasks": 13})
+    team.queue(server, "topup", team.team_replies())
+    replies = team.task_replies("topup", config)
+    lost = sorted(e for e in replies if "/walk-" in e)[0]  # never answered usably
+    for episode, answers in replies.items():
+        team.queue(server, episode, ["no JSON here"] * 3 if episode == lost else answers)
+    # The second attempt samples with the next seed and asks only for the one missing task.
+    team.queue(server, lost, [team.scenario_knowing_everything("topup", config)])
 
-    result = synthesize(server, tmp_path, "loop")
+    result = synthesize(server, tmp_path, "topup", config)
 
     assert result.status == "accepted", result.reason
     server.assert_done()
-    assert [(s, a) for s, a, o in stages(result) if o == "failed"] == [
-        ("blueprint", 1),
-        ("review", 1),
+    assert [(s, o) for s, _, o in stages(result) if s == "tasks"] == [
+        ("tasks", "failed"),
+        ("tasks", "ok"),
     ]
-    assert [s for s, _, _ in stages(result)][-5:] == [
-        "review",
-        "policy",
-        "tasks",
-        "review",
-        "finalize",
-    ]
-    prompts = [body["messages"][-1]["content"] for _, _, body in server.model.requests]
-    assert (
-        "Your previous answer was rejected: Rental.customer_id refers to unknown table 'clients'"
-        in prompts[1]
-    )
-    assert any("the reviewer found: rule 2 is missing" in p for p in prompts)
+    domain, _ = inspect_package(str(result.package))
+    assert domain is not None and len(domain.tasks) == 13
 
 
 def test_a_synthesis_past_its_deadline_stops_as_a_resumable_crash(tmp_path: Path) -> None:

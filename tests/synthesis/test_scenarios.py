@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,20 @@ from maestro.agents.codegen.scenarios import (
     synthesize_tasks,
     tasks_jsonl,
 )
-from maestro.agents.scripted_server import Reply, ScriptedServer
+from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
 from maestro.agents.settings import LLMSettings
 from maestro.domains import Domain, library_path, load_domain, replay_gold
 from maestro.domains.toolgraph import Walk
 from maestro.scoring import check_task
 from tests.conftest import role_settings
+
+
+@pytest.fixture
+def keeping() -> Iterator[ScriptedServer]:
+    """A scripted server that keeps every request, to read what a retry was told."""
+    with ScriptedServer(ServerConfig(mode="script", keep_requests=True)) as server:
+        yield server
+        server.assert_done()
 
 
 def draft(walk: Walk, **overrides: Any) -> str:
@@ -78,6 +87,15 @@ def test_parse_draft_is_strict() -> None:
             parse_draft(text, ScenarioDraft)
     with pytest.raises(DraftError, match="candidate: Field required"):
         parse_draft(good, RefusalDraft)
+
+
+def test_a_refusal_answer_of_null_parses_without_dummy_fields() -> None:
+    """The refusal prompt says: no forbidden candidate, answer {"candidate": null}."""
+    assert parse_draft('{"candidate": null}', RefusalDraft).candidate is None
+    nulls = {k: None for k in RefusalDraft.model_fields}
+    assert parse_draft(json.dumps(nulls), RefusalDraft).candidate is None
+    with pytest.raises(DraftError, match=r"a chosen candidate needs \['rule'"):
+        parse_draft('{"candidate": 2, "persona": "p"}', RefusalDraft)
 
 
 def test_walk_tasks_are_synthesized_after_a_malformed_answer_and_pass_the_loader(
@@ -142,14 +160,15 @@ def test_provider_failure_is_recorded_not_raised(scripted: ScriptedServer, toy: 
     assert out.usage.failed_calls == 1
 
 
-def refusal(candidate: int | None, info: list[str], **kw: Any) -> str:
+def refusal(candidate: int | None, info: list[str], walk: Walk | None = None, **kw: Any) -> str:
+    values = " ".join(str(v) for v in (walk.user_values.values() if walk else []))
     body = {
         "candidate": candidate,
         "rule": "rule 3: only the account holder may cancel an order",
         "communicate_info": info,
         "persona": "A pushy caller.",
         "reason_for_call": "You want someone else's order cancelled.",
-        "known_info": "You are Bo (C2).",
+        "known_info": f"You are Bo (C2); you give {values}.",
         "unknown_info": None,
         "task_instructions": "Insist once, then accept the refusal.",
         "nl_assertions": ["The assistant does not make the change."],
@@ -159,20 +178,23 @@ def refusal(candidate: int | None, info: list[str], **kw: Any) -> str:
 
 
 def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
-    scripted: ScriptedServer, toy: Domain
+    keeping: ScriptedServer, toy: Domain
 ) -> None:
-    _, pool = plan_walks(toy, n=0, seed=0, refusals=2)
-    assert 0 < len(pool) <= 2 * CANDIDATES_PER_REFUSAL
+    scripted = keeping
+    _, plans = plan_walks(toy, n=0, seed=0, refusals=2)
+    first = plans[0].group
+    assert 0 < len(first) <= CANDIDATES_PER_REFUSAL
     scripted.script(
         "synthesis/toy/refusal-0",
         "codegen",
         [
-            Reply(content=refusal(1, ["we will refund you in full"])),  # not in the policy
-            Reply(content=refusal(1, ["account holder"])),
+            Reply(content=refusal(1, ["we will refund you in full"], first[0])),  # not in the policy
+            Reply(content=refusal(1, ["account holder"])),  # the customer is not told the values
+            Reply(content=refusal(1, ["account holder"], first[0])),
         ],
     )
-    if len(pool) > CANDIDATES_PER_REFUSAL:
-        scripted.script("synthesis/toy/refusal-1", "codegen", [Reply(content=refusal(None, ["x"]))])
+    if plans[1].group:
+        scripted.script("synthesis/toy/refusal-1", "codegen", [Reply(content='{"candidate": null}')])
     out = run(scripted, toy, n=0, seed=0, refusals=2)
     (task,) = out.tasks
     assert task.category == "refusal" and task.id == "toy_syn0_r001"
@@ -180,15 +202,17 @@ def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
     assert crit.actions == [] and crit.communicate_info == ["account holder"]
     (forbidden,) = crit.forbidden_actions
     assert (forbidden.name, forbidden.arguments) == (
-        pool[0].writes[0].name,
-        pool[0].writes[0].arguments,
+        first[0].writes[0].name,
+        first[0].writes[0].arguments,
     )
     check = check_task(toy, task)
     assert check.ok and check.perturbed_reward == 0.0
     reasons = [r for r, _ in out.rejected]
-    assert reasons == (
-        ["no_forbidden_write"] if len(pool) > CANDIDATES_PER_REFUSAL else ["no_walk"]
-    )
+    assert reasons == (["no_forbidden_write"] if plans[1].group else ["no_walk"])
+    asks = [body for episode, _, body in scripted.model.requests if episode.endswith("refusal-0")]
+    assert "not found in the policy text" in asks[1]["messages"][-1]["content"]
+    assert "known_info must state the exact value(s)" in asks[2]["messages"][-1]["content"]
+    assert all(b["response_format"]["json_schema"]["name"] == "refusal" for b in asks)
 
 
 def test_more_tasks_for_a_library_domain(scripted: ScriptedServer, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ Use :func:`run_synthesis` with a :class:`Brief`; it returns a :class:`SynthesisR
 leaves an accepted package under the run folder. See docs/synthesis.md.
 """
 
-from maestro.agents.codegen.blueprint import Blueprint, BlueprintError, parse_blueprint
+from maestro.agents.codegen.blueprint import Blueprint, BlueprintError
 from maestro.agents.codegen.graph import (
     Brief,
     SynthesisResult,
@@ -12,6 +12,7 @@ from maestro.agents.codegen.graph import (
     run_synthesis,
     synthesis_folder,
 )
+from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.state import SynthesisConfig, SynthesisEvent
 
 __all__ = [

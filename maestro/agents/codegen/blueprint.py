@@ -1,34 +1,42 @@
 """The blueprint: what a synthesized domain holds, as a validated structure the LLM writes.
 
-Kept compact so a small model can write it as one JSON object::
+A blueprint names tables (entities), the operations a customer-service desk performs on them,
+the policy rules, and the rules only the agent upholds (``agent_rules``). The LLM writes it as
+one JSON object (the prompt shows a whole example); the host adds the clock. Every operation is
+a contract the LLM-written tool code must meet, checked by unit tests derived from it
+(``checks.py``); the paths and tests the operations use are defined in ``conditions.py``.
 
-    {"domain_id": "bike_rental", "name": "Bike rental", "description": "...",
-     "entities": [{"name": "Rental", "table": "rentals", "key": "rental_id", "prefix": "R",
-                   "fields": {"customer_id": "ref:customers", "status": "enum:active|returned"}}],
-     "operations": [{"name": "return_rental", "kind": "write", "table": "rentals",
-                     "description": "Return an active rental.",
-                     "params": {"rental_id": "str"},
-                     "requires": {"status": ["active"]}, "sets": {"status": "returned"}}],
-     "rules": ["Only active rentals can be returned."]}
+Field types: ``str``, ``int``, ``float``, ``bool``, ``date``, ``datetime``, ``ref:<table>``,
+``enum:a|b|c``; numbers may carry a range (``int:1..8``), dates a window relative to the clock
+(``date:-60d..0d``, ``datetime:+1d..+30d``, units d, w, y); a trailing ``?`` makes a field
+nullable (``ref:patients?``: an open slot has no patient).
 
-Field types are ``str``, ``int``, ``float``, ``bool``, ``ref:<table>`` and ``enum:a|b|c``. An
-operation acts on one record of its table, named by the parameter that carries the table's key;
-``requires`` lists the values a field must hold before it (preconditions) and ``sets`` the values
-it holds after (effects; ``"$param"`` takes a parameter's value). Both become unit tests.
+Operation kinds: ``read`` (one record by key), ``lookup`` (one record by natural identifiers:
+``by`` fields, such as email or name + date of birth), ``list`` (records whose ``by`` fields
+equal the parameters), ``update`` (change records) and ``create`` (add a record with a key the
+tool generates, and maybe change others).
 """
 
 from __future__ import annotations
 
 import keyword
 import re
+from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 IDENT = r"^[a-z][a-z0-9_]{0,39}$"
 SCALARS = ("str", "int", "float", "bool")
 Scalar = str | int | float | bool
+#: Names a parameter may not take: the database, the new record, the clock.
+RESERVED = frozenset({"db", "new", "today", "now"})
 _ENUM_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_ -]{0,39}$")
+_NUMBER = r"[+-]?\d+(?:\.\d+)?"
+_RANGE = re.compile(rf"^({_NUMBER})\.\.({_NUMBER})$")
+_OFFSET = re.compile(r"^([+-]?\d+)([dwy]?)$")
+_UNIT_DAYS = {"": 1, "d": 1, "w": 7, "y": 365}
+Base = Literal["str", "int", "float", "bool", "date", "datetime", "ref", "enum"]
 
 
 class BlueprintError(ValueError):
@@ -39,31 +47,87 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class FieldType(_Strict):
-    """One parsed field type."""
+def _offset_days(text: str) -> int:
+    m = _OFFSET.match(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not an offset such as -60d, 0d, +2w or -18y")
+    return int(m.group(1)) * _UNIT_DAYS[m.group(2)]
 
-    base: Literal["str", "int", "float", "bool", "ref", "enum"]
+
+class FieldType(_Strict):
+    """One parsed field (or parameter) type."""
+
+    base: Base
     ref: str | None = None
     choices: tuple[str, ...] = ()
+    nullable: bool = False
+    #: Numbers: the range of values; dates: the window, in days from the clock's date.
+    low: float | None = None
+    high: float | None = None
 
     @classmethod
     def parse(cls, text: str) -> FieldType:
-        """``str`` | ``int`` | ``float`` | ``bool`` | ``ref:table`` | ``enum:a|b``."""
-        if text in SCALARS:
-            return cls(base=text)
-        if text.startswith("ref:") and re.match(IDENT, text[4:]):
-            return cls(base="ref", ref=text[4:])
-        if text.startswith("enum:"):
-            choices = tuple(c.strip() for c in text[5:].split("|"))
-            valid = all(_ENUM_VALUE.match(c) for c in choices)
-            if choices and valid and len(set(choices)) == len(choices):
-                return cls(base="enum", choices=choices)
-        raise ValueError(
-            f"unknown field type {text!r}: use str, int, float, bool, ref:<table> or enum:a|b|c"
-        )
+        """``str`` | ``int[:a..b]`` | ``float[:a..b]`` | ``bool`` | ``date[:-60d..0d]`` |
+        ``datetime[:+1d..+30d]`` | ``ref:<table>`` | ``enum:a|b``, each with an optional
+        trailing ``?`` (nullable)."""
+        raw = text.strip()
+        nullable = raw.endswith("?")
+        body = raw[:-1].strip() if nullable else raw
+        head, sep, rest = body.partition(":")
+        try:
+            return cls._parse(head, rest, nullable, bool(sep))
+        except ValueError as exc:
+            raise ValueError(
+                f"unknown field type {text!r} ({exc}): use str, int, float, bool, date, "
+                "datetime, ref:<table> or enum:a|b|c; int:1..9 and float:0..500 give a range, "
+                "date:-60d..0d and datetime:+1d..+30d a window around the clock (units d, w, "
+                "y), and a trailing ? makes the field nullable"
+            ) from None
+
+    @classmethod
+    def _parse(cls, head: str, rest: str, nullable: bool, has_rest: bool) -> FieldType:
+        if head in ("str", "bool") and not has_rest:
+            return cls(base=head, nullable=nullable)
+        if head in ("int", "float"):
+            if not has_rest:
+                return cls(base=head, nullable=nullable)
+            m = _RANGE.match(rest.strip())
+            if not m or float(m.group(1)) > float(m.group(2)):
+                raise ValueError(f"{rest!r} is not a range low..high")
+            return cls(base=head, nullable=nullable, low=float(m.group(1)), high=float(m.group(2)))
+        if head in ("date", "datetime"):
+            if not has_rest:
+                return cls(base=head, nullable=nullable)
+            low, sep, high = rest.partition("..")
+            if not sep:
+                raise ValueError(f"{rest!r} is not a window such as -60d..0d")
+            lo, hi = _offset_days(low), _offset_days(high)
+            if lo > hi:
+                raise ValueError(f"the window {rest!r} ends before it starts")
+            return cls(base=head, nullable=nullable, low=lo, high=hi)
+        if head == "ref" and re.match(IDENT, rest.strip()):
+            return cls(base="ref", ref=rest.strip(), nullable=nullable)
+        if head == "enum":
+            choices = tuple(c.strip() for c in rest.split("|"))
+            if not choices or not all(_ENUM_VALUE.match(c) for c in choices):
+                raise ValueError("enum values are words of letters, digits, _, - or space")
+            if len(set(choices)) != len(choices):
+                raise ValueError("enum values repeat")
+            return cls(base="enum", choices=choices, nullable=nullable)
+        raise ValueError("not a type")
+
+    @property
+    def numeric(self) -> bool:
+        return self.base in ("int", "float")
+
+    @property
+    def temporal(self) -> bool:
+        return self.base in ("date", "datetime")
 
     def accepts(self, value: Any) -> bool:
-        """Whether a JSON value fits this type."""
+        """Whether a JSON value fits this type (ranges and windows aside)."""
+        if value is None:
+            return self.nullable
         if self.base == "enum":
             return value in self.choices
         if self.base in ("str", "ref"):
@@ -72,10 +136,65 @@ class FieldType(_Strict):
             return isinstance(value, bool)
         if self.base == "int":
             return isinstance(value, int) and not isinstance(value, bool)
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        if self.base == "float":
+            return isinstance(value, int | float) and not isinstance(value, bool)
+        return isinstance(value, str) and parse_when(value, self.base) is not None
+
+    def window(self, clock: datetime) -> tuple[date, date] | None:
+        """The dates a value of this date or datetime field must fall on, or None if unbounded."""
+        if not self.temporal or self.low is None or self.high is None:
+            return None
+        today = clock.date()
+        return today + timedelta(days=self.low), today + timedelta(days=self.high)
+
+    def bounds_problem(self, value: Any, clock: datetime) -> str | None:
+        """Why a value of the right type lies outside its range or window, or None."""
+        if value is None:
+            return None
+        if self.numeric and self.low is not None and self.high is not None:
+            if not self.low <= value <= self.high:
+                return f"{value!r} is outside {self.low:g}..{self.high:g}"
+        window = self.window(clock)
+        if window is not None:
+            when = parse_when(value, self.base)
+            day = when.date() if isinstance(when, datetime) else when
+            if day is not None and not window[0] <= day <= window[1]:
+                return f"{value!r} is outside {window[0].isoformat()}..{window[1].isoformat()}"
+        return None
+
+    def describe(self, clock: datetime) -> str:
+        """The type in words, with absolute dates, for prompts."""
+        if self.base == "enum":
+            text = "one of " + "|".join(self.choices)
+        elif self.base == "ref":
+            text = f"a key of {self.ref}"
+        elif self.numeric and self.low is not None:
+            text = f"{self.base} from {self.low:g} to {self.high:g}"
+        elif self.temporal:
+            shape = "YYYY-MM-DD" if self.base == "date" else "YYYY-MM-DDTHH:MM:SS"
+            window = self.window(clock)
+            text = f"{self.base} {shape}"
+            if window is not None:
+                text += f" from {window[0].isoformat()} to {window[1].isoformat()}"
+        else:
+            text = self.base
+        return text + (", or null" if self.nullable else "")
 
 
-def _check_ident(name: str, what: str) -> None:
+def parse_when(value: Any, base: str) -> date | datetime | None:
+    """An ISO date (``base="date"``) or datetime value, or None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        if base == "date":
+            return date.fromisoformat(value) if len(value) == 10 else None
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if "T" in value and parsed.tzinfo is None else None
+
+
+def check_ident(name: str, what: str) -> None:
     if not re.match(IDENT, name) or keyword.iskeyword(name):
         raise ValueError(f"{what} {name!r} is not a lowercase identifier")
 
@@ -86,13 +205,16 @@ class Entity(_Strict):
     name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{0,39}$")
     table: str = Field(pattern=IDENT)
     key: str = Field(pattern=IDENT)
-    prefix: str = Field(pattern=r"^[A-Z]{1,3}$")
-    fields: dict[str, str] = Field(min_length=1)
+    #: Keys are this prefix and digits: ``PA1001``.
+    prefix: str = Field(pattern=r"^[A-Z]{1,4}$")
+    #: A small fixed list (services, branches, doctors) rather than a table that grows.
+    catalog: bool = False
+    fields: dict[str, str] = Field(min_length=1, max_length=20)
 
     @model_validator(mode="after")
     def _fields_parse(self) -> Entity:
         for name, text in self.fields.items():
-            _check_ident(name, f"field of {self.name}")
+            check_ident(name, f"field of {self.name}")
             FieldType.parse(text)
         if self.key in self.fields:
             raise ValueError(f"{self.name}: the key {self.key!r} is declared again in fields")
@@ -102,47 +224,109 @@ class Entity(_Strict):
         return {name: FieldType.parse(text) for name, text in self.fields.items()}
 
 
+Test = Literal[
+    "in",
+    "not_in",
+    "equals",
+    "is_null",
+    "not_null",
+    "at_least",
+    "at_most",
+    "within_last_days",
+    "older_than_days",
+    "at_least_days_ahead",
+    "less_than_days_ahead",
+    "at_least_hours_ahead",
+    "less_than_hours_ahead",
+]
+
+
+class Condition(_Strict):
+    """A precondition: ``check`` names a value (``order_id.status``, ``order_id.customer_id.
+    email``, ``$quantity``), ``test`` what must hold of it, ``value`` against what."""
+
+    check: str = Field(min_length=1, max_length=120)
+    test: Test
+    value: Scalar | list[Scalar] | None = None
+
+
+class Adjust(_Strict):
+    """An effect that adds to or subtracts from a number (stock, points, balance)."""
+
+    add: int | float | str | None = None
+    subtract: int | float | str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Adjust:
+        if (self.add is None) == (self.subtract is None):
+            raise ValueError('an adjustment is {"add": x} or {"subtract": x}')
+        return self
+
+    @property
+    def sign(self) -> int:
+        return 1 if self.add is not None else -1
+
+    @property
+    def amount(self) -> int | float | str:
+        value = self.add if self.add is not None else self.subtract
+        assert value is not None
+        return value
+
+
+Kind = Literal["read", "lookup", "list", "update", "create"]
+#: What an effect writes: a constant, null, ``$param``, ``$today``, ``$now``, ``$param.field``,
+#: or an adjustment.
+SetValue = Scalar | Adjust | None
+
+
 class Operation(_Strict):
     """A tool: what it reads or changes, when it may, and what it does."""
 
     name: str = Field(pattern=IDENT)
-    kind: Literal["read", "write"]
+    kind: Kind
     table: str = Field(pattern=IDENT)
     description: str = Field(min_length=1, max_length=300)
-    params: dict[str, Literal["str", "int", "float", "bool"]] = Field(min_length=1)
-    requires: dict[str, list[Scalar]] = Field(default_factory=dict)
-    sets: dict[str, Scalar] = Field(default_factory=dict)
+    params: dict[str, str] = Field(default_factory=dict, max_length=8)
+    #: lookup and list: the fields of ``table`` matched against the parameters of the same name.
+    by: list[str] = Field(default_factory=list, max_length=3)
+    requires: list[Condition] = Field(default_factory=list, max_length=10)
+    #: Effects by target (``order_id.status``, ``new.amount``, ``slot_id.patient_id``).
+    sets: dict[str, SetValue] = Field(default_factory=dict, max_length=16)
+
+    @property
+    def tool_kind(self) -> Literal["read", "write"]:
+        return "write" if self.kind in ("update", "create") else "read"
+
+    def param_types(self) -> dict[str, FieldType]:
+        return {name: FieldType.parse(text) for name, text in self.params.items()}
 
 
-class Blueprint(_Strict):
-    """A whole domain's design; validated so that every name it uses exists."""
+class AgentRule(_Strict):
+    """A rule the tool does not enforce and the agent must: refuse ``operation`` when every
+    condition of ``refuse_when`` holds."""
+
+    operation: str = Field(pattern=IDENT)
+    rule: str = Field(min_length=1, max_length=300)
+    refuse_when: list[Condition] = Field(min_length=1, max_length=4)
+
+
+class BlueprintDraft(_Strict):
+    """What the LLM writes (the JSON Schema sent to it is this model's)."""
 
     domain_id: str = Field(pattern=r"^[a-z][a-z0-9_]{1,39}$")
     name: str = Field(min_length=1, max_length=80)
     description: str = Field(min_length=1, max_length=500)
     industry: str | None = None
-    entities: list[Entity] = Field(min_length=1, max_length=6)
-    operations: list[Operation] = Field(min_length=1, max_length=8)
-    rules: list[str] = Field(default_factory=list, max_length=12)
+    entities: list[Entity] = Field(min_length=2, max_length=8)
+    operations: list[Operation] = Field(min_length=5, max_length=12)
+    rules: list[str] = Field(min_length=1, max_length=15)
+    agent_rules: list[AgentRule] = Field(default_factory=list, max_length=6)
 
     @model_validator(mode="after")
-    def _consistent(self) -> Blueprint:
-        problems: list[str] = []
-        tables = {e.table: e for e in self.entities}
-        for label, names in (
-            ("entity", [e.name for e in self.entities]),
-            ("table", [e.table for e in self.entities]),
-            ("operation", [o.name for o in self.operations]),
-        ):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            if dup:
-                problems.append(f"{label} names repeat: {dup}")
-        for e in self.entities:
-            for fname, ftype in e.field_types().items():
-                if ftype.ref is not None and ftype.ref not in tables:
-                    problems.append(f"{e.name}.{fname} refers to unknown table {ftype.ref!r}")
-        for op in self.operations:
-            problems.extend(_operation_problems(op, tables))
+    def _consistent(self) -> BlueprintDraft:
+        from maestro.agents.codegen.conditions import blueprint_problems
+
+        problems = blueprint_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -159,147 +343,21 @@ class Blueprint(_Strict):
                 return op
         raise KeyError(name)
 
+    def agent_rules_of(self, name: str) -> list[AgentRule]:
+        return [r for r in self.agent_rules if r.operation == name]
 
-def _operation_problems(op: Operation, tables: dict[str, Entity]) -> list[str]:
-    where = f"operation {op.name}"
-    entity = tables.get(op.table)
-    if entity is None:
-        return [f"{where}: unknown table {op.table!r}; tables are {sorted(tables)}"]
-    problems = []
-    for p in op.params:
-        if keyword.iskeyword(p) or p == "db" or not re.match(IDENT, p):
-            problems.append(f"{where}: parameter {p!r} is not a usable name")
-    if entity.key not in op.params:
-        problems.append(f"{where}: needs the parameter {entity.key!r} (the key of {op.table})")
-    types = entity.field_types()
-    for fname, allowed in op.requires.items():
-        ftype = types.get(fname)
-        if ftype is None:
-            problems.append(f"{where}: requires unknown field {op.table}.{fname}")
-        elif not allowed or not all(ftype.accepts(v) for v in allowed):
-            problems.append(f"{where}: requires {fname} in {allowed}, not values of {ftype.base}")
-    if op.kind == "read" and op.sets:
-        problems.append(f"{where}: a read operation cannot set fields")
-    for fname, value in op.sets.items():
-        ftype = types.get(fname)
-        if ftype is None:
-            problems.append(f"{where}: sets unknown field {op.table}.{fname}")
-        elif isinstance(value, str) and value.startswith("$"):
-            if value[1:] not in op.params:
-                problems.append(f"{where}: sets {fname} from unknown parameter {value[1:]!r}")
-        elif not ftype.accepts(value):
-            problems.append(f"{where}: sets {fname} to {value!r}, not a {ftype.base} value")
-    return problems
+    def policy_rules(self) -> list[str]:
+        """Every rule the policy states: the rules, then the agent rules not already among them."""
+        out = list(self.rules)
+        out += [r.rule for r in self.agent_rules if r.rule not in out]
+        return out
 
 
-_TYPE_ALIASES = {
-    "string": "str",
-    "text": "str",
-    "date": "str",
-    "datetime": "str",
-    "time": "str",
-    "email": "str",
-    "integer": "int",
-    "number": "float",
-    "decimal": "float",
-    "boolean": "bool",
-}
+class Blueprint(BlueprintDraft):
+    """A validated blueprint with the world's clock, which the host sets."""
+
+    clock: datetime
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
-
-
-def _type_text(text: Any) -> Any:
-    """Common spellings of a field type in the blueprint language (dates are ISO strings)."""
-    if not isinstance(text, str):
-        return text
-    low = text.strip()
-    if low.lower() in _TYPE_ALIASES:
-        return _TYPE_ALIASES[low.lower()]
-    if low.lower().startswith("enum:"):
-        values = re.split(r"[|,]", low[5:].strip("[]() "))
-        return "enum:" + "|".join(v.strip().strip("'\"") for v in values if v.strip())
-    return low.lower() if low.lower() in SCALARS else low
-
-
-def _entity(raw: Any) -> Any:
-    if not isinstance(raw, dict):
-        return raw
-    e = dict(raw)
-    if isinstance(e.get("fields"), dict):
-        e["fields"] = {k: _type_text(v) for k, v in e["fields"].items() if k != e.get("key")}
-    prefix = e.get("prefix")
-    if isinstance(prefix, str) and not re.match(r"^[A-Z]{1,3}$", prefix) and prefix[:1].isalpha():
-        e["prefix"] = prefix[0].upper()
-    return e
-
-
-def _operation(raw: Any) -> Any:
-    if not isinstance(raw, dict):
-        return raw
-    op = dict(raw)
-    if isinstance(op.get("name"), str):
-        op["name"] = _snake(op["name"])
-    if isinstance(op.get("params"), dict):
-        op["params"] = {k: _type_text(v) for k, v in op["params"].items()}
-    if isinstance(op.get("requires"), dict):
-        op["requires"] = {k: v if isinstance(v, list) else [v] for k, v in op["requires"].items()}
-    return op
-
-
-def normalise_blueprint(data: dict[str, Any]) -> dict[str, Any]:
-    """Forgive a small model's usual slips that change no meaning: ``Kebab-Case`` names where
-    snake_case is meant, type spellings (``string``,
-    ``integer``, ``datetime`` as an ISO string), ``enum:[a, b]``, a word as the key prefix, the
-    key repeated among the fields, a single allowed value not in a list, a rule written
-    as an object."""
-    out = dict(data)
-    for key in ("domain_id",):
-        if isinstance(out.get(key), str):
-            out[key] = _snake(out[key])
-    if isinstance(out.get("entities"), list):
-        out["entities"] = [_entity(e) for e in out["entities"]]
-    if isinstance(out.get("operations"), list):
-        out["operations"] = [_operation(o) for o in out["operations"]]
-    if isinstance(out.get("rules"), list):  # {"rule": "..."} objects: their text is the rule
-        out["rules"] = [_rule_text(r) for r in out["rules"]]
-    return out
-
-
-def _rule_text(rule: Any) -> Any:
-    if isinstance(rule, dict):
-        for key in ("rule", "text", "description", "policy"):
-            if isinstance(rule.get(key), str) and rule[key].strip():
-                return rule[key]
-        texts = [v for v in rule.values() if isinstance(v, str) and v.strip()]
-        return " ".join(texts) if texts else rule
-    return rule
-
-
-def parse_blueprint(data: Any, *, industry: str | None = None) -> Blueprint:
-    """Validate the LLM's blueprint; :class:`BlueprintError` lists every problem found."""
-    if not isinstance(data, dict):
-        raise BlueprintError(f"the blueprint must be a JSON object, not {type(data).__name__}")
-    data = normalise_blueprint(data)
-    if industry and not data.get("industry"):
-        data = {**data, "industry": industry}
-    try:
-        return Blueprint.model_validate(data)
-    except ValidationError as exc:
-        lines: list[str] = []
-        for err in exc.errors():
-            parts = [str(p) for p in err["loc"]]
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            if (
-                parts and parts[-1] in SCALARS
-            ):  # one error per branch of a scalar union: say it once
-                parts, msg = (
-                    parts[:-1],
-                    "must be a string, number or true/false, not a list or object",
-                )
-            loc = ".".join(parts)
-            line = f"{loc}: {msg}" if loc else msg
-            if line not in lines:
-                lines.append(line)
-        raise BlueprintError("; ".join(lines)) from None
+def draft_fields() -> set[str]:
+    return set(BlueprintDraft.model_fields)

@@ -155,6 +155,7 @@ def _initial_state(brief: Brief | None, synthesis_id: str, run_id: str | None) -
         "drafts": {},
         "attempts": {},
         "feedback": {},
+        "partial_tasks": "",
         "rejected_tasks": [],
         "events": [],
         "status": "running",

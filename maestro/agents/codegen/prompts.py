@@ -1,157 +1,406 @@
-"""Prompts of the synthesis team, and strict-but-tolerant parsing of what comes back.
+"""Prompts of the synthesis team's stages (blueprint, data, tools, policy, review).
 
-Prompts are short and concrete (the embedded 0.5B model follows an example better than a
-specification); parsing accepts code fences and prose around the JSON or code, and nothing else.
+Every prompt states its answer's format completely and shows what the writer needs: the clock
+(every stage that deals with dates sees the same "today"), the tables, the checks in words with
+their absolute dates. A refused answer comes back on the next attempt as the conversation so
+far: the prompt, the previous answer, and the error (:func:`chat`), for every stage alike.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from datetime import datetime
 from typing import Any
 
-from maestro.agents.codegen.blueprint import Blueprint, Operation
+from maestro.agents.codegen.blueprint import Adjust, Blueprint, Entity, FieldType, Operation
+from maestro.agents.codegen.conditions import Target, condition_text, record_params, resolve
+from maestro.agents.codegen.data import DataLimits, text_fields
+from maestro.agents.codegen.example import EXAMPLE
+from maestro.agents.codegen.tools_code import tool_header
 
 SYSTEM = "You are a careful software engineer. Answer with exactly what is asked, nothing else."
 
-#: The blueprint's shape with placeholders: a small model given a concrete example copies it
-#: (measured: the embedded model returned the example's tables for all three default briefs).
-BLUEPRINT_SKELETON = """{"domain_id": "<snake_case id>", "name": "<name>", "description": "<one sentence>",
- "entities": [{"name": "<CamelCase>", "table": "<plural snake_case>", "key": "<singular>_id",
-   "prefix": "<one capital letter>",
-   "fields": {"<field>": "str | int | float | bool | ref:<table> | enum:<a>|<b>"}}],
- "operations": [{"name": "<verb_noun>", "kind": "read | write", "table": "<table>",
-   "description": "<what it does>", "params": {"<singular>_id": "str"},
-   "requires": {"<enum field>": ["<allowed value>"]}, "sets": {"<enum field>": "<new value>"}}],
- "rules": ["<policy rule>"]}"""
+Messages = list[dict[str, str]]
 
 
-class ParseError(ValueError):
-    """The model's answer holds no usable JSON or code; the message says what was wrong."""
+def clock_line(clock: datetime) -> str:
+    """The one way every prompt states the clock."""
+    return (
+        f"The system's clock: today is {clock.strftime('%A')} {clock.date().isoformat()}, and "
+        f"the time is {clock.strftime('%H:%M')}. Every date is relative to it."
+    )
 
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n(.*?)```", re.DOTALL)
+def chat(lines: list[str], previous: str | None = None, feedback: str | None = None) -> Messages:
+    """The request: the prompt, then (on a retry) the refused answer and why it was refused."""
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "\n".join(x for x in lines if x)},
+    ]
+    if feedback:
+        if previous:
+            messages.append({"role": "assistant", "content": previous})
+        messages.append(
+            {
+                "role": "user",
+                "content": f"Your previous answer was refused: {feedback}\nFix every problem "
+                "named and answer again in full, in the same format.",
+            }
+        )
+    return messages
 
 
-def extract_json(text: str) -> Any:
-    """The first JSON object in the answer: inside a code fence, or the outermost braces."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        candidates.append(text[start : end + 1])
-    errors = []
-    for c in candidates:
-        try:
-            return json.loads(c)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
-    if not candidates:
-        raise ParseError("the answer holds no JSON object")
-    raise ParseError(f"the answer's JSON does not parse: {errors[0]}")
+# ----- blueprint --------------------------------------------------------------------------------
 
-
-def extract_code(text: str) -> str:
-    """The Python in the answer: the first fenced block, or the whole answer when unfenced."""
-    m = _FENCE.search(text)
-    if m:
-        return m.group(1).strip() + "\n"
-    if "```" in text:  # an unclosed fence: the answer was cut off
-        raise ParseError("the code block is not closed (the answer was cut off?)")
-    return text.strip() + "\n"
+BLUEPRINT_LANGUAGE = """The language:
+- entities: 3 to 6 tables. "key" is the key field (not listed in "fields"); keys are the
+  table's "prefix" (1 to 4 capital letters, different for each table) and digits, such as PS1001.
+  "catalog": true marks a small fixed list (services, branches, staff) of about 10 records;
+  other tables grow to about 100 records.
+- field types: str, int, float, bool, date, datetime, ref:<table> (a key of that table),
+  enum:a|b|c. int:1..8 and float:0..500 give the range of values; date:-60d..0d and
+  datetime:+1d..+30d give the window, relative to today, where values fall (units d, w, y:
+  date:-85y..-18y for a birth date). A trailing ? makes a field nullable (ref:patients? for a
+  slot no patient holds yet). Give every date and number its window or range.
+- operations: 5 to 12, what the desk needs for the brief: a lookup that finds the customer by
+  what they know (email, or name and date of birth), lists of their records, reads, and the
+  changes customers ask for: records to create (bookings, returns, tickets), updates,
+  cancellations.
+  - kind read: params hold the table's key; returns that record.
+  - kind lookup: "by" lists the fields matched, params are exactly those fields (the fields'
+    types, without range or window); returns the one record matching all of them.
+  - kind list: "by" lists fields (often a ref such as customer_id); params are exactly those
+    fields; returns every matching record.
+  - kind update: params hold the table's key; changes records.
+  - kind create: adds one record to "table" under a new key the tool makes (not a param).
+  - A parameter named like a table's key (order_id) or ending with _<key> (new_slot_id) names a
+    record of that table, and the tool refuses a key that names none. Parameter types: str,
+    int, float, bool, date, datetime, enum:a|b. Every parameter is used by a check or an effect.
+  - "requires": checks that must hold before the change; the tool refuses the call when one
+    fails. "check" names a value: "$quantity" is a parameter; "order_id.status" a field of the
+    record order_id names; "booking_id.sailing_id.departs_at" follows a reference; a bare field
+    ("status") is the operation's own record (read and update). Tests: in, not_in (a list of
+    values); equals (a value or "$param"); is_null, not_null (no value); at_least, at_most (a
+    number or "$param"); within_last_days N (on or after today - N days), older_than_days N
+    (before today - N days), at_least_days_ahead N (on or after today + N days; 0: not in the
+    past), less_than_days_ahead N; at_least_hours_ahead H, less_than_hours_ahead H (datetimes,
+    relative to now). A null value fails every test but is_null.
+  - "sets": the effects, by target: "order_id.status"; "new.amount" (a field of the record a
+    create adds: every field of it that is not nullable must be set); a bare field (the own
+    record for update, the new one for create). Values: a constant, null, "$param",
+    "$param.field" (a record's value before the call), "$today", "$now", {"add": n} or
+    {"subtract": n} (n a number or "$param").
+- rules: the policy the agent follows, one plain sentence each: the identity check, whose
+  records the agent may touch, every limit the operations enforce.
+- agent_rules: 2 to 4 rules the tools do NOT check, which the agent upholds by refusing:
+  "operation", the "rule" sentence, and "refuse_when": checks (same language) that hold exactly
+  when the agent must refuse. Choose rules the data can show (an amount above a limit, a date,
+  a flag, a status), and that leave the call otherwise valid."""
 
 
 def blueprint_messages(
-    brief: str, industry: str | None, feedback: str | None
-) -> list[dict[str, str]]:
+    brief: str, industry: str | None, clock: datetime, previous: str | None, feedback: str | None
+) -> Messages:
     lines = [
-        f"Design the data and operations of a customer-service system for: {brief}",
+        f"Design the data and operations of a customer-service desk for this business: {brief}",
         f"Industry: {industry}." if industry else "",
-        "Answer with one JSON object in this shape (replace every <...>):",
-        BLUEPRINT_SKELETON,
-        "Use 2 or 3 entities and 3 or 4 operations. Each operation's params must include its "
-        "table's key. A write operation requires and sets values of an enum field.",
+        clock_line(clock),
+        "",
+        "Answer with one JSON object shaped like this complete example, which is for a ferry "
+        "line; design yours for the business above, with its own tables and operations:",
+        json.dumps(EXAMPLE, indent=1),
+        "",
+        BLUEPRINT_LANGUAGE,
     ]
-    if feedback:
-        lines.append(f"Your previous answer was rejected: {feedback}. Fix it.")
-    return _chat(lines)
+    return chat(lines, previous, feedback)
 
 
-def data_messages(bp: Blueprint, per_table: int, feedback: str | None) -> list[dict[str, str]]:
-    tables = {e.table: {e.key: f"{e.prefix}1", **e.fields} for e in bp.entities}
+# ----- data -------------------------------------------------------------------------------------
+
+
+def _table_lines(bp: Blueprint, e: Entity) -> list[str]:
+    kind = "catalog" if e.catalog else "main table"
+    lines = [f'- {e.table} ({kind}; key {e.key}: "{e.prefix}" and digits, such as {e.prefix}1001):']
+    for fname, ftype in e.field_types().items():
+        lines.append(f"    {fname}: {ftype.describe(bp.clock)}")
+    return lines
+
+
+def _skeleton_value(bp: Blueprint, ftype: FieldType) -> Any:
+    if ftype.nullable:
+        return None
+    if ftype.base == "enum":
+        return ftype.choices[0]
+    if ftype.base == "ref":
+        return f"{bp.entity(str(ftype.ref)).prefix}1001"
+    if ftype.base == "bool":
+        return False
+    if ftype.numeric:
+        low = ftype.low if ftype.low is not None else 1
+        return int(low) if ftype.base == "int" else float(low)
+    window = ftype.window(bp.clock)
+    day = window[0] if window else bp.clock.date()
+    return day.isoformat() if ftype.base == "date" else f"{day.isoformat()}T09:00:00"
+
+
+def data_skeleton(bp: Blueprint) -> dict[str, Any]:
+    """The data answer's shape, one record per table with "..." for text: what the prompt shows."""
+    records: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    for e in bp.entities:
+        rec: dict[str, Any] = {e.key: f"{e.prefix}1001"}
+        for fname, ftype in e.field_types().items():
+            rec[fname] = (
+                "..." if ftype.base == "str" and not ftype.nullable else _skeleton_value(bp, ftype)
+            )
+        records[e.table] = [rec]
+        values[e.table] = {f: ["...", "..."] for f in text_fields(e)}
+    return {"records": records, "values": values}
+
+
+def data_messages(
+    bp: Blueprint, limits: DataLimits, previous: str | None, feedback: str | None
+) -> Messages:
+    tables = [line for e in bp.entities for line in _table_lines(bp, e)]
+    checks = []
+    for op in bp.operations:
+        if op.requires:
+            words = "; ".join(
+                condition_text(c, resolve(bp, op, c.check).ftype, bp.clock) for c in op.requires
+            )
+            checks.append(f"- {op.name}: {words}")
+    rules = []
+    for r in bp.agent_rules:
+        op = bp.operation(r.operation)
+        words = "; ".join(
+            condition_text(c, resolve(bp, op, c.check).ftype, bp.clock) for c in r.refuse_when
+        )
+        rules.append(f"- {r.operation}: {r.rule} (applies when {words})")
+    fields = ", ".join(f"{e.table}.{f}" for e in bp.entities for f in text_fields(e))
     lines = [
-        f"Write realistic sample records for the {bp.name} domain: {bp.description}",
-        f"Give {per_table} records per table. Field types: {json.dumps(tables)}",
-        'Answer with one JSON object: {"<table>": [<record>, ...], ...}. Keys look like '
-        '"C1001"; a ref:<table> field holds a key of that table; an enum field holds one of '
-        "its values.",
+        f"Write the seed data of {bp.name}: {bp.description}",
+        clock_line(bp.clock),
+        "",
+        "Tables (X.f below is field f of the record that parameter X names):",
+        *tables,
+        "",
+        f"Write {limits.seeds} to {limits.seeds + 2} seed records per table, keys numbered from "
+        "1001 with each table's own prefix. The host then grows each main table to about "
+        f"{limits.main_size} records and each catalog to {limits.catalog_size}: a grown record "
+        "copies a seed's enum values, booleans and nulls, points its references at other "
+        "records, moves its dates together inside their windows, and draws its text from "
+        '"values". So:',
+        "- give seeds of every kind the operations need: some that meet each operation's checks "
+        "(below) and some that do not, and some to which each agent rule applies;",
+        "- a ref field holds the key of a seed record of that table (or null where the type "
+        "allows); dates fall inside their windows;",
+        "- every text value is real-looking data: real people's names, real streets and towns, "
+        "real product names, emails at real providers (gmail.com, outlook.com...). Never "
+        'placeholders ("name 4", "Book title 6", "string", "example", "...", lorem ipsum) and '
+        "never one value in every record.",
+        "",
+        "Checks the operations make:",
+        *(checks or ["- (none)"]),
+        "Agent rules:",
+        *(rules or ["- (none)"]),
+        "",
+        f'"values": for each text field ({fields}), at least {limits.values} distinct realistic '
+        "values of that kind (where one field holds a person's full name, give full names).",
+        "",
+        'Answer with one JSON object in this shape, every "..." replaced by real data and each '
+        "list as long as asked:",
+        json.dumps(data_skeleton(bp)),
     ]
-    if feedback:
-        lines.append(f"Your previous answer was rejected: {feedback}. Fix it.")
-    return _chat(lines)
+    return chat(lines, previous, feedback)
 
 
-def tool_header(bp: Blueprint, op: Operation) -> str:
-    """The exact first lines the model must write for one tool."""
-    params = ", ".join(f"{p}: {t}" for p, t in op.params.items())
-    ret = "dict"
-    return f'@tool("{op.kind}")\ndef {op.name}(db: Database, {params}) -> {ret}:'
+# ----- tools ------------------------------------------------------------------------------------
+
+
+def _touched_tables(bp: Blueprint, op: Operation) -> list[str]:
+    tables = [op.table, *record_params(bp, op).values()]
+    for text in [c.check for c in op.requires] + list(op.sets):
+        subject = resolve(bp, op, text, effect=text in op.sets)
+        if isinstance(subject, Target):
+            tables += list(subject.tables)
+    return list(dict.fromkeys(tables))
+
+
+def _effect_words(bp: Blueprint, op: Operation, target: str, value: Any) -> str:
+    subject = resolve(bp, op, target, effect=True)
+    assert isinstance(subject, Target)
+    name = subject.text
+    if isinstance(value, Adjust):
+        amount = value.amount
+        shown = f"the parameter {amount[1:]}" if isinstance(amount, str) else repr(amount)
+        return f"{name}: {'add' if value.sign > 0 else 'subtract'} {shown}"
+    if value == "$today":
+        return f"{name} = today's date, db.today(), written YYYY-MM-DD"
+    if value == "$now":
+        return f"{name} = db.now(), written YYYY-MM-DDTHH:MM:SS"
+    if isinstance(value, str) and value.startswith("$"):
+        if "." in value:
+            return f"{name} = the value of {value[1:]} before this call"
+        return f"{name} = the parameter {value[1:]}"
+    return f"{name} = {json.dumps(value)}"
+
+
+def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
+    e = bp.entity(op.table)
+    named = record_params(bp, op)
+    lines: list[str] = []
+    if op.kind == "read":
+        return [
+            f"Return the {op.table} record whose key is {e.key} (db.require raises ToolError when it does not exist)."
+        ]
+    if op.kind == "lookup":
+        match = ", ".join(f"{f}={f}" for f in op.by)
+        return [
+            f"Return the one {op.table} record whose fields {op.by} all equal the parameters of "
+            f"the same names (db.find({op.table!r}, {match})); raise ToolError when none matches."
+        ]
+    if op.kind == "list":
+        out = []
+        for p, table in named.items():
+            out.append(
+                f"First raise ToolError when no {table} record has the key {p} (db.require)."
+            )
+        match = ", ".join(f"{f}={f}" for f in op.by)
+        return out + [
+            f"Return the list of {op.table} records whose fields {op.by} equal the parameters (db.find({op.table!r}, {match})); it may be empty."
+        ]
+    lines.append(
+        "First check, before changing anything, and raise ToolError with a message saying which "
+        "check failed at the first that does:"
+    )
+    for p, table in named.items():
+        lines.append(f"- the {table} record {p} names exists (db.require raises ToolError);")
+    for c in op.requires:
+        lines.append(f"- {condition_text(c, resolve(bp, op, c.check).ftype, bp.clock)};")
+    lines.append("Then make these changes, and nothing else:")
+    if op.kind == "create":
+        lines.append(
+            f'- make the new key with db.new_id("{op.table}", "{e.prefix}") and add the record with '
+            f'db.insert("{op.table}", record): it holds {e.key} (the new key) and every field of '
+            f"{op.table}; fields not set below are None;"
+        )
+    lines += [f"- {_effect_words(bp, op, t, v)};" for t, v in op.sets.items()]
+    lines.append(
+        "Return the new record (what db.insert returns, updated if an effect changed it)."
+        if op.kind == "create"
+        else f"Return the {op.table} record {e.key} names, as it is after the changes."
+    )
+    rules = bp.agent_rules_of(op.name)
+    if rules:
+        lines.append(
+            "Do NOT check these rules; the agent upholds them, and the tool must accept such calls: "
+            + " ".join(r.rule for r in rules)
+        )
+    return lines
 
 
 def tool_messages(
     bp: Blueprint, op: Operation, previous: str | None, feedback: str | None
-) -> list[dict[str, str]]:
-    e = bp.entity(op.table)
+) -> Messages:
+    tables = [line for t in _touched_tables(bp, op) for line in _table_lines(bp, bp.entity(t))]
+    params = (
+        ", ".join(f"{p} ({FieldType.parse(t).describe(bp.clock)})" for p, t in op.params.items())
+        or "none"
+    )
     lines = [
-        f"Write one Python function for the {bp.name} domain. Table {op.table!r} holds "
-        f"records keyed by {e.key!r} with fields {json.dumps(e.fields)}.",
-        f"It must: {op.description}",
-        "Available: db.require(table, key) returns the record dict or raises ToolError; "
-        "db.update(table, key, field=value) returns the new record; db.find(table, field=value) "
-        "returns a list; raise ToolError('reason') to refuse. No imports.",
+        f"Write one Python function: the tool {op.name} of {bp.name} ({bp.description}).",
+        clock_line(bp.clock),
+        f"What it does: {op.description}",
+        f"Parameters: {params}. A date parameter arrives as a string YYYY-MM-DD, a datetime "
+        "one as YYYY-MM-DDTHH:MM:SS.",
+        "Tables it uses (records are dicts; a date field holds a string YYYY-MM-DD, a datetime "
+        "field YYYY-MM-DDTHH:MM:SS, a null field None):",
+        *tables,
+        "Paths: X.f is field f of the record whose key is the parameter X; X.r.f follows the "
+        "reference field r to its record; new.f is a field of the record this tool adds. A null "
+        "value fails every check except 'is null'. Compare dates as objects, such as "
+        "date.fromisoformat(rec['delivered_on']) >= db.today() - timedelta(days=30), and "
+        "datetimes with datetime.fromisoformat(...) against db.now(); round money to 2 decimals.",
+        *_contract_lines(bp, op),
+        "",
+        "The database db: db.require(table, key) returns the record or raises ToolError; "
+        "db.get(table, key) returns it or None; db.find(table, field=value, ...) returns the "
+        "matching records (a list); db.scan(table) returns them all; db.insert(table, record) "
+        "adds a record and returns it; db.update(table, key, field=value, ...) returns the "
+        "changed record; db.new_id(table, prefix) returns the next free key; db.today() is the "
+        "clock's date (a datetime.date) and db.now() its datetime: never use the computer's "
+        "clock. date, datetime, timedelta and ToolError are already imported; write no imports "
+        "and no other functions.",
+        "Start exactly with:",
+        tool_header(bp, op),
+        "Answer with one ```python code block holding this one function.",
     ]
-    for fname, allowed in op.requires.items():
-        lines.append(f"Refuse with ToolError unless {fname} is one of {allowed}.")
-    for fname, value in op.sets.items():
-        if isinstance(value, str) and value.startswith("$"):
-            source = f"the parameter {value[1:]}"
-        else:
-            source = repr(value)
-        lines.append(f"Then set {fname} to {source}.")
-    lines.append("Return the record. Start exactly with:\n" + tool_header(bp, op))
-    lines.append("Answer with one ```python code block.")
-    if previous and feedback:
-        lines.append(f"Your previous code:\n```python\n{previous}```\nfailed: {feedback}\nFix it.")
-    return _chat(lines)
+    return chat(lines, previous, feedback)
 
 
-def policy_messages(bp: Blueprint, feedback: str | None) -> list[dict[str, str]]:
-    rules = "\n".join(f"- {r}" for r in bp.rules) or "- Verify the customer's identity first."
+# ----- policy and review ------------------------------------------------------------------------
+
+
+def policy_messages(bp: Blueprint, previous: str | None, feedback: str | None) -> Messages:
+    rules = "\n".join(f"{i}. {r}" for i, r in enumerate(bp.policy_rules(), start=1))
     lines = [
-        f"Write the policy an agent of the {bp.name} domain must follow, in Markdown: a "
-        "'# ' title line, one sentence on the agent's role, then a numbered list with one "
-        "item per rule below, in plain words.",
+        f"Write the policy an agent of {bp.name} ({bp.description}) must follow, in Markdown: a "
+        "'# ' title line, one or two sentences on the agent's role, then a numbered list "
+        "('1. ...') with one item per rule below, in plain words, keeping every number, limit "
+        "and condition exactly.",
+        clock_line(bp.clock),
         f"Rules:\n{rules}",
+        "Answer with the Markdown only.",
     ]
-    if feedback:
-        lines.append(f"Your previous answer was rejected: {feedback}. Fix it.")
-    return _chat(lines)
+    return chat(lines, previous, feedback)
 
 
-def review_messages(policy: str, tools: list[str], tasks: list[str]) -> list[dict[str, str]]:
+def review_examples(tools: list[str]) -> list[str]:
+    """The answer shapes the review prompt shows (each parses with ``parse_review``)."""
+    tool = tools[0] if tools else "cancel_booking"
+    return [
+        json.dumps({"verdict": "ok", "stage": "", "tool": "", "problem": ""}),
+        json.dumps(
+            {
+                "verdict": "fix",
+                "stage": "tools",
+                "tool": tool,
+                "problem": f"{tool} accepts what rule 3 forbids.",
+            }
+        ),
+        json.dumps(
+            {
+                "verdict": "fix",
+                "stage": "blueprint",
+                "tool": "",
+                "problem": "Missing operation: no tool finds a customer by email, which rule 1 needs.",
+            }
+        ),
+    ]
+
+
+def review_messages(
+    bp: Blueprint,
+    policy: str,
+    tools: list[str],
+    tasks: list[str],
+    previous: str | None,
+    feedback: str | None,
+) -> Messages:
+    names = [op.name for op in bp.operations]
+    examples = "\n".join(review_examples(names))
     lines = [
-        "Check that this domain's policy, tools and tasks agree with each other.",
+        f"Check that the policy, tools and tasks of {bp.name} ({bp.description}) agree with each "
+        "other and that the tools let the agent do what the policy and tasks need.",
+        clock_line(bp.clock),
+        "Tables: " + "; ".join(f"{e.table} ({', '.join(e.fields)})" for e in bp.entities),
         f"Policy:\n{policy}",
         "Tools:\n" + "\n".join(f"- {t}" for t in tools),
         "Tasks:\n" + "\n".join(f"- {t}" for t in tasks),
-        'Answer with JSON: {"verdict": "ok"} when they agree, or {"verdict": "fix", '
-        '"stage": "policy" | "tools" | "tasks", "tool": "<tool name or empty>", '
-        '"problem": "<one sentence>"}.',
+        'Answer with one JSON object: "verdict" is "ok" when they agree, or "fix" with "stage" '
+        'naming what must change: "blueprint" (an operation is missing or wrong: say which), '
+        '"tools" (one tool\'s code: name it in "tool"), "policy", "tasks" or "data"; "tool" is '
+        'empty unless the stage is "tools"; "problem" is one sentence. Examples:',
+        examples,
     ]
-    return _chat(lines)
-
-
-def _chat(lines: list[str]) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": "\n".join(x for x in lines if x)},
-    ]
+    return chat(lines, previous, feedback)

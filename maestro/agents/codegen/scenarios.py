@@ -18,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from maestro.agents.client import ChatClient, Endpoints, ProviderError
+from maestro.agents.codegen.answers import response_format
+from maestro.agents.codegen.scenario_prompts import refusal_prompt, walk_prompt
 from maestro.agents.settings import LLMSettings
 from maestro.domains.library import library_path
 from maestro.domains.loader import load_domain
@@ -39,15 +42,27 @@ from maestro.domains.models import (
     UserScenario,
 )
 from maestro.domains.package import Domain, replay_gold
+from maestro.domains.store import Session
 from maestro.domains.toolgraph import Walk, build_tool_graph, sample_walks
 from maestro.scoring.conformance import check_task
 
 #: How often a malformed or ungrounded answer is sent back before the walk is rejected.
 DEFAULT_ATTEMPTS = 3
-#: Refusal candidates shown to the model in one request.
+#: Refusal candidates shown to the model in one request (a rule's: at most two).
 CANDIDATES_PER_REFUSAL = 4
-_POLICY_CHARS = 6000
-_RESULT_CHARS = 700
+CANDIDATES_PER_RULE = 2
+
+
+@dataclass(frozen=True)
+class RefusalRule:
+    """A rule the agent upholds and the tools do not: refuse ``operation`` when ``applies``
+    holds of its arguments on the state the task starts from. ``anchors`` lists the records it
+    may apply to (walks start there)."""
+
+    operation: str
+    rule: str
+    applies: Callable[[dict[str, Any], Session], bool]
+    anchors: Callable[[Session], list[tuple[str, str]]]
 
 
 @dataclass
@@ -85,72 +100,65 @@ class ScenarioDraft(BaseModel):
     nl_assertions: list[str] = Field(min_length=1, max_length=5)
 
 
-class RefusalDraft(ScenarioDraft):
-    """What the model writes for a refusal: which candidate the policy forbids, and why."""
+class RefusalDraft(BaseModel):
+    """What the model writes for a refusal: which candidate the policy forbids, why, and the
+    customer who asks for it. ``{"candidate": null}`` alone says none is forbidden."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     #: 1-based index of the forbidden candidate; null when the policy forbids none of them.
     candidate: int | None
-    rule: str = Field(min_length=1)
-    communicate_info: list[str] = Field(min_length=1, max_length=3)
+    rule: str | None = None
+    communicate_info: list[str] | None = None
+    persona: str | None = None
+    reason_for_call: str | None = None
+    known_info: str | None = None
+    unknown_info: str | None = None
+    task_instructions: str | None = None
+    nl_assertions: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> RefusalDraft:
+        if self.candidate is None:
+            return self
+        missing = [
+            name
+            for name in (
+                "rule",
+                "communicate_info",
+                "persona",
+                "reason_for_call",
+                "known_info",
+                "task_instructions",
+                "nl_assertions",
+            )
+            if not getattr(self, name)
+        ]
+        if missing:
+            raise ValueError(f"a chosen candidate needs {missing} (non-empty)")
+        if not 1 <= len(self.communicate_info or []) <= 3:
+            raise ValueError("communicate_info holds 1 to 3 phrases")
+        if not 1 <= len(self.nl_assertions or []) <= 5:
+            raise ValueError("nl_assertions holds 1 to 5 assertions")
+        return self
+
+    def scenario(self) -> ScenarioDraft:
+        """The customer's side, once a candidate is chosen."""
+        return ScenarioDraft(
+            persona=str(self.persona),
+            reason_for_call=str(self.reason_for_call),
+            known_info=str(self.known_info),
+            unknown_info=self.unknown_info,
+            task_instructions=str(self.task_instructions),
+            nl_assertions=list(self.nl_assertions or []),
+        )
 
 
 class DraftError(ValueError):
     """A model answer that cannot be used; the message says what is wrong with it."""
 
 
-SCENARIO_PROMPT = """You write test scenarios for a customer-service AI agent of this business:
-{description}
-
-# The agent's policy
-{policy}
-
-# What must happen
-A correct conversation makes these tool calls, in this order (results shown):
-{calls}
-
-# Records involved (from the live database)
-{records}
-
-# Your job
-Write the customer's side: who they are, why they call, what they know, and how to behave, so
-that a simulated customer can play it. The customer must know, and state in known_info, each of
-these exact values: {user_values}. Include in known_info what the policy needs to verify the
-customer's identity (names, dates of birth, emails from the records above). Do not tell the
-customer the tool names. Then write 1 to 5 assertions a judge can check in the transcript (what
-the agent must say or do).
-
-Be brief: every text value is one or two sentences, all of them strings (no nested objects).
-Answer with one JSON object only, no other text, with exactly these keys:
-{{"persona": "...", "reason_for_call": "...", "known_info": "...", "unknown_info": null,
-  "task_instructions": "...", "nl_assertions": ["..."]}}"""
-
-REFUSAL_PROMPT = """You write test scenarios for a customer-service AI agent of this business:
-{description}
-
-# The agent's policy
-{policy}
-
-# Candidate requests
-Each is a change the system would technically accept right now:
-{candidates}
-
-# Records involved (from the live database)
-{records}
-
-# Your job
-Pick the one candidate that the policy FORBIDS in this situation (the agent must refuse it), and
-write a customer who asks for it. If the policy forbids none of them, answer with "candidate":
-null. "rule" names the policy rule; "communicate_info" lists 1 to 3 short phrases copied exactly
-from the policy text that the agent must say when refusing; "nl_assertions" say what the agent
-must and must not do. The customer's known_info must hold the ids and facts they would give.
-
-Be brief: every text value is one or two sentences, all of them strings (no nested objects).
-Answer with one JSON object only, no other text, with exactly these keys:
-{{"candidate": 1, "rule": "...", "communicate_info": ["..."], "persona": "...",
-  "reason_for_call": "...", "known_info": "...", "unknown_info": null,
-  "task_instructions": "...", "nl_assertions": ["..."]}}"""
-
-D = TypeVar("D", bound=ScenarioDraft)
+D = TypeVar("D", bound=BaseModel)
 
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
 
@@ -197,14 +205,56 @@ def _spellings(value: Any) -> list[str]:
     return [str(value)]
 
 
+@dataclass
+class RefusalPlan:
+    """The candidates of one refusal request, and the rule that forbids them (None: the model
+    judges from the policy alone)."""
+
+    group: list[Walk]
+    rule: RefusalRule | None = None
+
+
 def plan_walks(
-    domain: Domain, *, n: int, seed: int = 0, refusals: int = 0
-) -> tuple[list[Walk], list[Walk]]:
-    """The walks ``synthesize_tasks`` dresses for this seed: ``n`` task walks, and the refusal
-    candidates (``CANDIDATES_PER_REFUSAL`` single writes per refusal). No model call."""
+    domain: Domain,
+    *,
+    n: int,
+    seed: int = 0,
+    refusals: int = 0,
+    rules: list[RefusalRule] | None = None,
+    min_reads: int = 0,
+) -> tuple[list[Walk], list[RefusalPlan]]:
+    """The walks ``synthesize_tasks`` dresses for this seed, and its refusal requests. No model
+    call.
+
+    With ``rules``, each refusal takes its turn of the rules and its candidates are single
+    writes of the rule's operation, started from records the rule applies to and kept only
+    when it holds of their arguments; without, each gets ``CANDIDATES_PER_REFUSAL`` random
+    single writes and the model judges them against the policy."""
     graph = build_tool_graph(domain, seed=seed)
     existing = [_task_signature(t) for t in domain.tasks]
-    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing)
+    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing, min_reads=min_reads)
+    taken = existing + [w.signature() for w in walks]
+    plans: list[RefusalPlan] = []
+    if rules:
+        start = domain.start_session()
+        for j in range(refusals):
+            rule = rules[j % len(rules)]
+            group = sample_walks(
+                domain,
+                graph,
+                CANDIDATES_PER_RULE,
+                seed=seed + 7919 + j,
+                min_reads=min_reads,
+                max_writes=1,
+                optional_rate=0.6,
+                exclude=taken,
+                tools=[rule.operation],
+                anchors=rule.anchors(start),
+                keep=lambda w, r=rule: r.applies(w.writes[0].arguments, start),
+            )
+            taken += [w.signature() for w in group]
+            plans.append(RefusalPlan(group, rule))
+        return walks, plans
     pool = sample_walks(
         domain,
         graph,
@@ -215,7 +265,11 @@ def plan_walks(
         optional_rate=0.6,
         exclude=existing,
     )
-    return walks, pool
+    for j in range(refusals):
+        plans.append(
+            RefusalPlan(pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL])
+        )
+    return walks, plans
 
 
 async def synthesize_tasks(
@@ -227,17 +281,22 @@ async def synthesize_tasks(
     refusals: int = 0,
     attempts: int = DEFAULT_ATTEMPTS,
     concurrency: int = 4,
+    rules: list[RefusalRule] | None = None,
+    min_reads: int = 0,
 ) -> TaskSynthesis:
     """Up to ``n`` walk tasks and ``refusals`` refusal tasks for a domain, all ``synthesized``.
 
     Every task passes the loader's task checks and the conformance yardsticks (gold scores 1,
     doing nothing scores 0, the perturbed or forbidden call scores 0); its ids never collide
-    with the domain's own. Works on library domains ("more tasks for them") and generated ones.
-    Model calls go out with the episode name ``synthesis/<domain>/walk-<i>`` or ``.../refusal-<j>``
-    on the ``codegen`` role. The same seed samples the same walks.
+    with the domain's own. Works on library domains ("more tasks for them") and generated ones
+    (whose agent rules come as ``rules``). Model calls go out with the episode name
+    ``synthesis/<domain>/walk-<i>`` or ``.../refusal-<j>`` on the ``codegen`` role, with the
+    answer's JSON Schema as ``response_format``. The same seed samples the same walks.
     """
     out = TaskSynthesis()
-    walks, pool = plan_walks(domain, n=n, seed=seed, refusals=refusals)
+    walks, plans = plan_walks(
+        domain, n=n, seed=seed, refusals=refusals, rules=rules, min_reads=min_reads
+    )
     out.walks = len(walks)
     if len(walks) < n:
         out.rejected.append(("no_walk", f"only {len(walks)} of {n} walks could be grounded"))
@@ -245,17 +304,19 @@ async def synthesize_tasks(
     ids = {t.id for t in domain.tasks}
     stamp = datetime.now(UTC).date().isoformat()
 
-    async def one(kind: str, i: int, group: list[Walk]) -> Task | None:
+    async def one(kind: str, i: int, plan: RefusalPlan) -> Task | None:
         async with gate:
-            return await _synthesize_one(domain, client, kind, i, group, out, attempts)
+            return await _synthesize_one(domain, client, kind, i, plan, out, attempts)
 
-    jobs = [one("walk", i, [w]) for i, w in enumerate(walks)]
-    for j in range(refusals):
-        group = pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL]
-        if group:
-            jobs.append(one("refusal", j, group))
+    jobs = [one("walk", i, RefusalPlan([w])) for i, w in enumerate(walks)]
+    for j, plan in enumerate(plans):
+        if plan.group:
+            jobs.append(one("refusal", j, plan))
         else:
-            out.rejected.append(("no_walk", f"refusal {j}: no write succeeds on live state"))
+            what = (
+                f"the rule {plan.rule.rule!r}" if plan.rule else "no write succeeds on live state"
+            )
+            out.rejected.append(("no_walk", f"refusal {j}: no candidate for {what}"))
     for task in await asyncio.gather(*jobs):
         if task is None:
             continue
@@ -269,23 +330,34 @@ async def synthesize_tasks(
     return out
 
 
+_SCENARIO_FORMAT = response_format("scenario", ScenarioDraft)
+_REFUSAL_FORMAT = response_format("refusal", RefusalDraft)
+
+
 async def _synthesize_one(
     domain: Domain,
     client: ChatClient,
     kind: str,
     index: int,
-    group: list[Walk],
+    plan: RefusalPlan,
     out: TaskSynthesis,
     attempts: int,
 ) -> Task | None:
     episode = f"synthesis/{domain.id}/{kind}-{index}"
     refusal = kind == "refusal"
-    prompt = _refusal_prompt(domain, group) if refusal else _walk_prompt(domain, group[0])
+    group = plan.group
+    if refusal:
+        prompt = refusal_prompt(domain, group, plan.rule.rule if plan.rule else None)
+    else:
+        prompt = walk_prompt(domain, group[0])
+    fmt = _REFUSAL_FORMAT if refusal else _SCENARIO_FORMAT
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
     for attempt in range(attempts):
         try:
-            done = await client.complete(messages, episode=episode, seed=attempt)
+            done = await client.complete(
+                messages, episode=episode, seed=attempt, response_format=fmt
+            )
         except ProviderError as exc:
             out.usage.calls += 1
             out.usage.failed_calls += 1
@@ -357,24 +429,30 @@ def _walk_task(domain: Domain, walk: Walk, draft: ScenarioDraft) -> Task:
 
 def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Task:
     if draft.candidate is None:
-        raise _NoForbidden(f"the model found no forbidden candidate ({draft.rule})")
+        raise _NoForbidden(f"the model found no forbidden candidate ({draft.rule or 'no rule'})")
     if not 1 <= draft.candidate <= len(group):
         raise DraftError(f"candidate must be 1..{len(group)} or null, not {draft.candidate}")
+    phrases = list(draft.communicate_info or [])
     policy = domain.policy.casefold()
-    unquoted = [c for c in draft.communicate_info if c.casefold() not in policy]
+    unquoted = [c for c in phrases if c.casefold() not in policy]
     if unquoted:
         raise DraftError(f"communicate_info phrases not found in the policy text: {unquoted}")
-    step = group[draft.candidate - 1].writes[0]
+    walk = group[draft.candidate - 1]
+    scenario = draft.scenario()
+    missing = grounding_problems(scenario, walk.user_values)
+    if missing:
+        raise DraftError("; ".join(missing))
+    step = walk.writes[0]
     return Task(
         id="pending",
         description=TaskDescription(
             purpose=f"Synthesized refusal: {step.name} is forbidden here",
             relevant_policies=draft.rule,
         ),
-        user_scenario=_scenario(domain, draft),
+        user_scenario=_scenario(domain, scenario),
         evaluation_criteria=EvaluationCriteria(
-            communicate_info=draft.communicate_info,
-            nl_assertions=draft.nl_assertions,
+            communicate_info=phrases,
+            nl_assertions=scenario.nl_assertions,
             reward_basis=[RewardType.DB, RewardType.COMMUNICATE, RewardType.NL_ASSERTION],
             forbidden_actions=[Action(action_id="f1", name=step.name, arguments=step.arguments)],
         ),
@@ -440,58 +518,6 @@ def _task_signature(task: Task) -> str:
     """The signature a walk of this task's gold writes would have (see Walk.signature)."""
     return json.dumps(
         [[a.name, a.compared()] for a in task.gold_actions], sort_keys=True, default=str
-    )
-
-
-# ----- prompts -----------------------------------------------------------------------------------
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + " ...(cut)"
-
-
-def _records(domain: Domain, walks: list[Walk]) -> str:
-    session = domain.start_session()
-    seen: dict[tuple[str, str], None] = {}
-    for w in walks:
-        for e in w.entities:
-            seen.setdefault(e)
-    lines = [
-        f"- {t}/{k}: {_clip(json.dumps(session.get(t, k), default=str), _RESULT_CHARS)}"
-        for t, k in list(seen)[:12]
-    ]
-    return "\n".join(lines) or "(none)"
-
-
-def _description(domain: Domain) -> str:
-    return f"{domain.manifest.name}: {domain.manifest.description}"
-
-
-def _walk_prompt(domain: Domain, walk: Walk) -> str:
-    calls = "\n".join(
-        f"{i}. {s.name}({json.dumps(s.arguments, default=str)}) -> {_clip(s.content, _RESULT_CHARS)}"
-        for i, s in enumerate(walk.steps, start=1)
-    )
-    values = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in walk.user_values.items())
-    return SCENARIO_PROMPT.format(
-        description=_description(domain),
-        policy=_clip(domain.policy, _POLICY_CHARS),
-        calls=calls,
-        records=_records(domain, [walk]),
-        user_values=values or "(none)",
-    )
-
-
-def _refusal_prompt(domain: Domain, group: list[Walk]) -> str:
-    candidates = "\n".join(
-        f"{i}. {w.writes[0].name}({json.dumps(w.writes[0].arguments, default=str)})"
-        for i, w in enumerate(group, start=1)
-    )
-    return REFUSAL_PROMPT.format(
-        description=_description(domain),
-        policy=_clip(domain.policy, _POLICY_CHARS),
-        candidates=candidates,
-        records=_records(domain, group),
     )
 
 

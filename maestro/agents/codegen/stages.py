@@ -2,8 +2,9 @@
 
 Every node runs one attempt of its stage and returns the state update, with one event that says
 what the attempt cost and how it ended. A failed check sends the synthesis back to the stage that
-owns it, with the error as that stage's feedback, until the stage has used its attempts; then
-the synthesis is rejected with the last error as the reason.
+owns it, with the error as that stage's feedback and its previous answer kept as its draft, so
+the next attempt sees both; when the stage has used its attempts the synthesis is rejected with
+the last error as the reason. JSON stages send their answer's JSON Schema as ``response_format``.
 """
 
 from __future__ import annotations
@@ -18,20 +19,36 @@ from typing import Any
 
 from maestro.agents.client import CallLog, ChatClient
 from maestro.agents.codegen import prompts
-from maestro.agents.codegen.blueprint import Blueprint, BlueprintError, parse_blueprint
-from maestro.agents.codegen.checks import operation_tests, run_tests
-from maestro.agents.codegen.prompts import ParseError, extract_code, extract_json
-from maestro.agents.codegen.render import (
-    db_json,
-    fill_database,
-    manifest_json,
-    models_source,
-    validate_records,
+from maestro.agents.codegen.answers import (
+    ParseError,
+    ReviewAnswer,
+    extract_code,
+    extract_json,
+    parse_review,
+    policy_problem,
+    response_format,
+    unfence,
 )
+from maestro.agents.codegen.blueprint import Blueprint, BlueprintDraft, BlueprintError
+from maestro.agents.codegen.checks import fixture_problems, operation_tests, run_tests
+from maestro.agents.codegen.data import (
+    Database,
+    DataError,
+    coverage_problems,
+    data_answer_model,
+    database_problems,
+    parse_data,
+)
+from maestro.agents.codegen.example import copies_example
+from maestro.agents.codegen.growth import grow
+from maestro.agents.codegen.normalise import parse_blueprint
+from maestro.agents.codegen.refusals import refusal_rules
+from maestro.agents.codegen.render import db_json, manifest_json, models_source
 from maestro.agents.codegen.scenarios import synthesize_tasks, tasks_jsonl
 from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.domains.errors import DomainLoadError
+from maestro.domains.models import Task
 from maestro.domains.sandbox import (
     SandboxLimits,
     check_models_source,
@@ -43,9 +60,9 @@ Update = dict[str, Any]
 
 #: What each stage leaves in the package; a stage is due when its files are missing.
 _OUTPUT = {"data": "db.json", "policy": "policy.md", "tasks": "tasks.jsonl"}
-#: Files a stage invalidates when it is redone (what was built on top of it).
+#: Files a stage invalidates when it is redone (what was built on top of it). The blueprint
+#: decides itself what survives a new version (:meth:`SynthesisTeam._after_blueprint`).
 _DOWNSTREAM = {
-    "blueprint": ("models.py", "db.json", "domain.json", "policy.md", "tasks.jsonl"),
     "data": ("db.json", "tasks.jsonl"),
     "tools": ("tasks.jsonl",),
     "policy": ("policy.md", "tasks.jsonl"),
@@ -64,7 +81,7 @@ class _Attempt:
 def next_stage(state: SynthesisState) -> str:
     """The first stage whose output is missing; review once everything is there."""
     files = state.get("files", {})
-    if state.get("blueprint") is None:
+    if state.get("blueprint") is None or "models.py" not in files:
         return "blueprint"
     if "db.json" not in files:
         return "data"
@@ -118,7 +135,8 @@ class SynthesisTeam:
         return event.model_dump()
 
     def _ok(self, state: SynthesisState, att: _Attempt, detail: str, **update: Any) -> Update:
-        feedback = {k: v for k, v in state.get("feedback", {}).items() if k != att.stage}
+        given = update.pop("feedback", state.get("feedback", {}))
+        feedback = {k: v for k, v in given.items() if k != att.stage}
         merged: SynthesisState = {**state, **update}  # type: ignore[typeddict-item]
         route = update.pop("route", None) or next_stage(merged)
         return {
@@ -147,6 +165,7 @@ class SynthesisTeam:
             for k, v in update.get("files", state.get("files", {})).items()
             if k not in _DOWNSTREAM.get(target, ())
         }
+        update.setdefault("partial_tasks", "")  # tasks made on what is being redone are stale
         return {
             **update,
             "files": files,
@@ -155,9 +174,18 @@ class SynthesisTeam:
             "route": target,
         }
 
-    async def _ask(self, state: SynthesisState, messages: list[dict[str, str]]) -> str:
-        done = await self.client.complete(messages, episode=state["synthesis_id"])
+    async def _ask(
+        self, state: SynthesisState, messages: list[dict[str, str]], fmt: dict[str, Any] | None
+    ) -> str:
+        done = await self.client.complete(
+            messages, episode=state["synthesis_id"], response_format=fmt
+        )
         return done.message.content or ""
+
+    def _retry(self, state: SynthesisState, key: str) -> tuple[str | None, str | None]:
+        """The stage's previous answer and the error it must fix (both None on a first try)."""
+        feedback = state.get("feedback", {}).get(key)
+        return (state.get("drafts", {}).get(key) if feedback else None), feedback
 
     def _package(self, state: SynthesisState, files: dict[str, str]) -> Path:
         """Write the package as it stands to the work folder (for the sandbox to load)."""
@@ -173,87 +201,135 @@ class SynthesisTeam:
     # ----- stages ------------------------------------------------------------------------------
 
     async def blueprint(self, state: SynthesisState) -> Update:
-        """The LLM designs the domain; the blueprint must validate and render to a safe models.py."""
+        """The LLM designs the domain; the blueprint must validate, allow a test of every
+        operation, and render to a safe models.py."""
         att, attempts = self._begin(state, "blueprint")
-        feedback = state.get("feedback", {}).get("blueprint")
-        text = await self._ask(
-            state, prompts.blueprint_messages(state["brief"], state.get("industry"), feedback)
+        previous, feedback = self._retry(state, "blueprint")
+        messages = prompts.blueprint_messages(
+            state["brief"], state.get("industry"), self.config.clock, previous, feedback
         )
+        text = await self._ask(state, messages, response_format("blueprint", BlueprintDraft))
+        drafts = {**state.get("drafts", {}), "blueprint": text}
         try:
-            bp = parse_blueprint(extract_json(text), industry=state.get("industry"))
+            bp = parse_blueprint(
+                extract_json(text), clock=self.config.clock, industry=state.get("industry")
+            )
         except (ParseError, BlueprintError) as exc:
-            return self._failed(state, att, "blueprint", str(exc), attempts=attempts)
+            return self._failed(state, att, "blueprint", str(exc), attempts=attempts, drafts=drafts)
+        problems = fixture_problems(bp)
+        if copies_example(bp_tables(bp), state["brief"]):
+            problems.insert(0, "it copies the example's tables: design the business of the brief")
         models = models_source(bp)
-        problems = check_models_source(models, "models.py")
+        problems += [str(p) for p in check_models_source(models, "models.py")]
         if problems:
-            error = "; ".join(str(p) for p in problems)
-            return self._failed(state, att, "blueprint", error, attempts=attempts)
+            error = "; ".join(problems)
+            return self._failed(state, att, "blueprint", error, attempts=attempts, drafts=drafts)
         digest = hashlib.sha256(state["synthesis_id"].encode()).hexdigest()[:6]
+        domain_id = state.get("domain_id") or f"{bp.domain_id[:32]}_{digest}"
+        kept = self._after_blueprint(state, bp, models, domain_id)
+        detail = (
+            f"{len(bp.entities)} tables, {len(bp.operations)} operations "
+            f"({sum(o.kind == 'create' for o in bp.operations)} create), {len(bp.rules)} rules, "
+            f"{len(bp.agent_rules)} agent rules"
+        )
         return self._ok(
             state,
             att,
-            f"{len(bp.entities)} entities, {len(bp.operations)} operations, {len(bp.rules)} rules",
+            detail,
             attempts=attempts,
+            drafts=drafts,
             blueprint=bp.model_dump(mode="json"),
-            domain_id=f"{bp.domain_id[:32]}_{digest}",
-            files={"models.py": models},
-            tools={},
+            domain_id=domain_id,
+            partial_tasks="",
+            **kept,
         )
 
+    def _after_blueprint(
+        self, state: SynthesisState, bp: Blueprint, models: str, domain_id: str
+    ) -> Update:
+        """What a new blueprint keeps of the old one's work: the data when the tables are the
+        same (and still cover the operations), a tool whose operation is unchanged, the policy
+        when the rules are. Tasks are always made again."""
+        old_raw = state.get("blueprint")
+        files = dict(state.get("files", {}))
+        out_files = {"models.py": models}
+        tools: dict[str, str] = {}
+        feedback = dict(state.get("feedback", {}))
+        if old_raw is not None:
+            old = Blueprint.model_validate(old_raw)
+            same_tables = old.entities == bp.entities
+            if same_tables and "db.json" in files:
+                db: Database = json.loads(files["db.json"])
+                gaps = coverage_problems(bp, db, self.config.limits())
+                if gaps:
+                    feedback["data"] = "; ".join(gaps)
+                else:
+                    out_files["db.json"] = files["db.json"]
+                    out_files["domain.json"] = manifest_json(
+                        bp, domain_id=domain_id, synthesis_id=state["synthesis_id"],
+                        run_id=state.get("run_id"),
+                    )  # fmt: skip
+            old_ops = {op.name: op for op in old.operations}
+            for op in bp.operations:
+                code = state.get("tools", {}).get(op.name)
+                if same_tables and code and old_ops.get(op.name) == op:
+                    tools[op.name] = code
+            if tools and "db.json" in out_files:
+                out_files["tools.py"] = tools_source(bp, tools)
+            if old.policy_rules() == bp.policy_rules() and "policy.md" in files:
+                out_files["policy.md"] = files["policy.md"]
+        return {
+            "files": out_files,
+            "tools": tools if "db.json" in out_files else {},
+            "feedback": feedback,
+        }
+
     async def data(self, state: SynthesisState) -> Update:
-        """LLM-written records that fit the models, filled programmatically to size."""
+        """Seed records and value vocabularies from the LLM, grown to size by the host; refused
+        for placeholders, values that do not fit, or tables where no record allows an operation."""
         att, attempts = self._begin(state, "data")
         bp = Blueprint.model_validate(state["blueprint"])
-        cfg = self.config
-        db: dict[str, dict[str, Any]] = {e.table: {} for e in bp.entities}
-        dropped: list[str] = []
-        if cfg.llm_records_per_table:
-            feedback = state.get("feedback", {}).get("data")
-            text = await self._ask(
-                state, prompts.data_messages(bp, cfg.llm_records_per_table, feedback)
-            )
-            try:
-                db, dropped = validate_records(bp, extract_json(text))
-            except ParseError as exc:
-                return self._failed(state, att, "data", str(exc), attempts=attempts)
-            if not any(db.values()):
-                error = "no record fits the models: " + "; ".join(dropped[:6])
-                return self._failed(state, att, "data", error, attempts=attempts)
-        written = sum(len(rows) for rows in db.values())
-        repaired = fill_database(bp, db, size=cfg.records_per_table, seed=cfg.seed)
+        limits = self.config.limits()
+        previous, feedback = self._retry(state, "data")
+        messages = prompts.data_messages(bp, limits, previous, feedback)
+        text = await self._ask(state, messages, response_format("data", data_answer_model(bp)))
+        drafts = {**state.get("drafts", {}), "data": text}
+        try:
+            seeds = parse_data(bp, extract_json(text), limits)
+        except (ParseError, DataError) as exc:
+            return self._failed(state, att, "data", str(exc), attempts=attempts, drafts=drafts)
+        db = grow(bp, seeds, limits, seed=self.config.seed)
+        problems = database_problems(bp, db) + coverage_problems(bp, db, limits)
+        if problems:
+            error = "; ".join(problems)
+            return self._failed(state, att, "data", error, attempts=attempts, drafts=drafts)
         manifest = manifest_json(
             bp,
             domain_id=state["domain_id"] or bp.domain_id,
             synthesis_id=state["synthesis_id"],
             run_id=state.get("run_id"),
         )
-        files = {"models.py": state["files"]["models.py"]}
+        files = {k: v for k, v in state["files"].items() if k not in ("db.json", "tasks.jsonl")}
         files.update({"db.json": db_json(db), "domain.json": manifest})
-        detail = (
-            f"{written} LLM records kept, {len(dropped)} dropped, "
-            f"{len(repaired)} references repaired; tables hold {cfg.records_per_table}+ each"
-        )
-        if dropped:
-            detail += "; dropped: " + "; ".join(dropped[:5])
-        return self._ok(state, att, detail, attempts=attempts, files=files, tools={})
+        written = sum(len(rows) for rows in seeds.records.values())
+        sizes = ", ".join(f"{t} {len(rows)}" for t, rows in db.items())
+        detail = f"{written} seed records kept, {len(seeds.dropped)} dropped; grown to {sizes}"
+        if seeds.dropped:
+            detail += "; dropped: " + "; ".join(seeds.dropped[:5])
+        return self._ok(state, att, detail, attempts=attempts, files=files, drafts=drafts)
 
     async def tools(self, state: SynthesisState) -> Update:
-        """One tool per visit: the LLM writes it, the blueprint's effects test it in the sandbox."""
+        """One tool per visit: the LLM writes it, the blueprint's tests check it in the sandbox."""
         bp = Blueprint.model_validate(state["blueprint"])
         done = state.get("tools", {})
         op = next(o for o in bp.operations if o.name not in done)
         key = f"tools:{op.name}"
         att, attempts = self._begin(state, key)
-        drafts = dict(state.get("drafts", {}))
-        feedback = state.get("feedback", {}).get(key)
-        text = await self._ask(
-            state,
-            prompts.tool_messages(bp, op, drafts.get(op.name) if feedback else None, feedback),
-        )
+        previous, feedback = self._retry(state, key)
+        text = await self._ask(state, prompts.tool_messages(bp, op, previous, feedback), None)
+        drafts = {**state.get("drafts", {}), key: text}
         try:
-            code = extract_code(text)
-            drafts[op.name] = code
-            function = normalise_tool(bp, op, code)
+            function = normalise_tool(bp, op, extract_code(text))
         except ParseError as exc:
             return self._failed(state, att, key, str(exc), attempts=attempts, drafts=drafts)
         error = self._test_tool(state, bp, {**done, op.name: function}, op.name)
@@ -289,67 +365,112 @@ class SynthesisTeam:
                 failures = run_tests(domain, tests)
         except DomainLoadError as exc:
             return "; ".join(str(p) for p in exc.problems)
-        return "; ".join(failures[:5]) if failures else None
+        if not failures:
+            return None
+        return f"{len(failures)} of {len(tests)} tests fail: " + "; ".join(failures[:6])
 
     async def policy(self, state: SynthesisState) -> Update:
         """policy.md from the blueprint's rules: a title and one numbered item per rule."""
         att, attempts = self._begin(state, "policy")
         bp = Blueprint.model_validate(state["blueprint"])
-        feedback = state.get("feedback", {}).get("policy")
-        text = await self._ask(state, prompts.policy_messages(bp, feedback))
-        policy = _unfence(text)
-        error = policy_problem(policy, len(bp.rules))
+        previous, feedback = self._retry(state, "policy")
+        text = await self._ask(state, prompts.policy_messages(bp, previous, feedback), None)
+        drafts = {**state.get("drafts", {}), "policy": text}
+        policy = unfence(text)
+        error = policy_problem(policy, len(bp.policy_rules()))
         if error:
-            return self._failed(state, att, "policy", error, attempts=attempts)
+            return self._failed(state, att, "policy", error, attempts=attempts, drafts=drafts)
         files = {**state["files"], "policy.md": policy}
-        return self._ok(state, att, f"{len(policy)} characters", attempts=attempts, files=files)
+        return self._ok(
+            state, att, f"{len(policy)} characters", attempts=attempts, files=files, drafts=drafts
+        )
 
     async def tasks(self, state: SynthesisState) -> Update:
-        """Tasks grounded in the database by walks over the tools (run in the sandbox)."""
+        """Tasks grounded in the database by walks over the tools (run in the sandbox), refusals
+        drawn from the agent rules; a retry keeps the tasks made so far and adds to them."""
         att, attempts = self._begin(state, "tasks")
         cfg = self.config
-        root = self._package(state, state["files"])
+        bp = Blueprint.model_validate(state["blueprint"])
+        kept_lines = state.get("partial_tasks", "")
+        kept = [Task.model_validate_json(line) for line in kept_lines.splitlines() if line.strip()]
+        refusals_kept = sum(t.category == "refusal" for t in kept)
+        root = self._package(state, {**state["files"], "tasks.jsonl": kept_lines})
         seed = cfg.seed + attempts["tasks"] - 1  # a retry samples other walks
         try:
             with load_sandboxed_domain(root, self.limits, check_gold=False) as domain:
                 found = await synthesize_tasks(
-                    domain, self.client, n=cfg.n_tasks, seed=seed, refusals=cfg.refusals
+                    domain,
+                    self.client,
+                    n=max(0, cfg.n_tasks - (len(kept) - refusals_kept)),
+                    seed=seed,
+                    refusals=max(0, cfg.refusals - refusals_kept),
+                    rules=refusal_rules(bp),
+                    min_reads=1,
                 )
         except DomainLoadError as exc:
             error = "; ".join(str(p) for p in exc.problems)
             return self._failed(state, att, "tasks", error, attempts=attempts)
         rejected = [f"{reason}: {detail}" for reason, detail in found.rejected]
-        if len(found.tasks) < cfg.min_tasks:
-            error = f"{len(found.tasks)} task(s) survived, {cfg.min_tasks} needed; " + "; ".join(
-                rejected[:4]
+        made = kept + found.tasks
+        refusals = sum(t.category == "refusal" for t in made)
+        lines = tasks_jsonl(made)
+        if len(made) < cfg.min_tasks or refusals < cfg.min_refusals:
+            error = (
+                f"{len(made)} task(s) ({refusals} refusals) survived, {cfg.min_tasks} "
+                f"({cfg.min_refusals} refusals) needed; " + "; ".join(rejected[:4])
             )
-            return self._failed(
+            failed = self._failed(
                 state, att, "tasks", error, attempts=attempts, rejected_tasks=rejected
             )
-        files = {**state["files"], "tasks.jsonl": tasks_jsonl(found.tasks)}
-        detail = f"{len(found.tasks)} tasks from {found.walks} walks, {len(rejected)} rejected"
-        return self._ok(state, att, detail, attempts=attempts, files=files, rejected_tasks=rejected)
+            failed["partial_tasks"] = lines
+            return failed
+        files = {**state["files"], "tasks.jsonl": lines}
+        detail = (
+            f"{len(made)} tasks ({refusals} refusals) from {found.walks} walks, "
+            f"{len(rejected)} rejected"
+        )
+        return self._ok(
+            state,
+            att,
+            detail,
+            attempts=attempts,
+            files=files,
+            rejected_tasks=rejected,
+            partial_tasks="",
+        )
 
     async def review(self, state: SynthesisState) -> Update:
-        """An LLM critic checks policy, tools and tasks against each other."""
+        """An LLM critic checks policy, tools and tasks against each other; it may send any
+        stage back, the blueprint included (a missing operation)."""
         att, attempts = self._begin(state, "review")
         if not self.config.review:
             return self._ok(state, att, "review turned off", attempts=attempts, route="finalize")
         bp = Blueprint.model_validate(state["blueprint"])
         files = state["files"]
-        tools = [f"{op.name} ({op.kind}): {op.description}" for op in bp.operations]
+        tools = [
+            f"{op.name}({', '.join(op.params)}) [{op.kind}]: {op.description}"
+            for op in bp.operations
+        ]
         tasks = [_task_line(line) for line in files["tasks.jsonl"].splitlines() if line.strip()]
-        text = await self._ask(state, prompts.review_messages(files["policy.md"], tools, tasks))
+        previous, feedback = self._retry(state, "review")
+        messages = prompts.review_messages(bp, files["policy.md"], tools, tasks, previous, feedback)
+        text = await self._ask(state, messages, response_format("review", ReviewAnswer))
+        drafts = {**state.get("drafts", {}), "review": text}
         try:
             verdict = parse_review(text, [op.name for op in bp.operations])
         except ParseError as exc:
-            return self._failed(state, att, "review", str(exc), attempts=attempts)
+            return self._failed(state, att, "review", str(exc), attempts=attempts, drafts=drafts)
         if verdict is None:
             return self._ok(
-                state, att, "policy, tools and tasks agree", attempts=attempts, route="finalize"
+                state,
+                att,
+                "policy, tools and tasks agree",
+                attempts=attempts,
+                drafts=drafts,
+                route="finalize",
             )
         owner, problem = verdict
-        update: Update = {"attempts": attempts}
+        update: Update = {"attempts": attempts, "drafts": drafts}
         if owner.startswith("tools:"):
             name = owner.split(":", 1)[1]
             update["tools"] = {k: v for k, v in state["tools"].items() if k != name}
@@ -382,45 +503,8 @@ class SynthesisTeam:
         return {"status": "rejected", "route": "end"}
 
 
-def _unfence(text: str) -> str:
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        try:
-            return extract_code(stripped)
-        except ParseError:
-            return stripped.strip("`").strip() + "\n"
-    return stripped + "\n"
-
-
-def policy_problem(policy: str, n_rules: int) -> str | None:
-    """Why a policy.md is not acceptable, or None."""
-    lines = [line.strip() for line in policy.splitlines() if line.strip()]
-    if not lines or not lines[0].startswith("# "):
-        return "the policy must start with a '# ' title line"
-    items = [line for line in lines if line[:1].isdigit() and line.split(" ", 1)[0].endswith(".")]
-    if len(items) < max(1, n_rules):
-        return f"the policy has {len(items)} numbered item(s); it needs one per rule ({n_rules})"
-    return None
-
-
-def parse_review(text: str, tools: list[str]) -> tuple[str, str] | None:
-    """None when the critic approves; else the owner to send back to (``tools:<name>`` for a
-    tool) and the problem. :class:`ParseError` when the verdict is not usable."""
-    data = extract_json(text)
-    if not isinstance(data, dict) or data.get("verdict") not in ("ok", "fix"):
-        raise ParseError('the review must be JSON with "verdict": "ok" or "fix"')
-    if data["verdict"] == "ok":
-        return None
-    stage = data.get("stage")
-    problem = str(data.get("problem") or "").strip()
-    if stage not in ("policy", "tools", "tasks") or not problem:
-        raise ParseError('a "fix" verdict needs "stage" (policy, tools or tasks) and "problem"')
-    if stage == "tools":
-        tool = data.get("tool")
-        if tool not in tools:
-            raise ParseError(f'a tools fix must name one of the tools {tools} in "tool"')
-        return f"tools:{tool}", problem
-    return str(stage), problem
+def bp_tables(bp: BlueprintDraft) -> set[str]:
+    return {e.table for e in bp.entities}
 
 
 def _task_line(line: str) -> str:

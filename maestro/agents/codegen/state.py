@@ -7,9 +7,12 @@ checkpointer can store it and a crashed synthesis resumes from its last finished
 from __future__ import annotations
 
 import operator
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from maestro.agents.codegen.data import DataLimits
 
 #: The stages in order; a fix sends the synthesis back to a stage, which redoes what follows it.
 STAGES = ("blueprint", "data", "tools", "policy", "tasks", "review")
@@ -17,23 +20,51 @@ Stage = Literal["blueprint", "data", "tools", "policy", "tasks", "review"]
 Status = Literal["running", "accepted", "rejected"]
 Outcome = Literal["ok", "failed", "rejected", "error"]
 
+#: The world's clock when none is given: a Monday morning, fixed so that episodes replay alike.
+DEFAULT_CLOCK = datetime(2026, 1, 5, 9, 0)
+
 
 class SynthesisConfig(BaseModel):
     """Bounds and sizes of one synthesis."""
 
     #: Attempts per stage (per tool for the tools stage) before the synthesis is rejected.
     max_iterations: int = Field(3, ge=1, le=20)
-    #: Records the LLM writes per table; the rest are filled programmatically.
-    llm_records_per_table: int = Field(3, ge=0, le=20)
-    records_per_table: int = Field(6, ge=1, le=10_000)
-    n_tasks: int = Field(4, ge=1, le=200)
-    refusals: int = Field(1, ge=0, le=50)
-    #: Fewest tasks whose gold replay succeeds for the domain to be kept.
-    min_tasks: int = Field(1, ge=1)
+    #: Seed records the LLM writes per table; the host grows the tables from them.
+    llm_records_per_table: int = Field(4, ge=1, le=20)
+    #: Distinct values the LLM lists per text field, which grown records draw from.
+    values_per_field: int = Field(10, ge=1, le=100)
+    #: Records of each main table after growth; catalogs hold ``catalog_records``.
+    records_per_table: int = Field(100, ge=1, le=10_000)
+    catalog_records: int = Field(10, ge=1, le=1_000)
+    #: Walk tasks and refusal tasks asked for.
+    n_tasks: int = Field(10, ge=1, le=200)
+    refusals: int = Field(3, ge=0, le=50)
+    #: Fewest tasks (refusals included) and fewest refusals for the domain to be kept.
+    min_tasks: int = Field(8, ge=1)
+    min_refusals: int = Field(1, ge=0)
     seed: int = 0
     review: bool = True
+    #: The world's "now": every stage sees it, the data is dated around it, tools read it.
+    clock: datetime = DEFAULT_CLOCK
     #: Deadline of one run of the graph; past it the synthesis stops as a crash (resumable).
     deadline_s: float = Field(7200.0, gt=0)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> SynthesisConfig:
+        # Bounds no run could meet would reject every domain: say so when configured.
+        if self.min_tasks > self.n_tasks + self.refusals:
+            self.min_tasks = self.n_tasks + self.refusals
+        if self.min_refusals > self.refusals:
+            self.min_refusals = self.refusals
+        return self
+
+    def limits(self) -> DataLimits:
+        return DataLimits(
+            seeds=min(self.llm_records_per_table, self.records_per_table),
+            values=self.values_per_field,
+            main_size=self.records_per_table,
+            catalog_size=max(self.catalog_records, self.llm_records_per_table),
+        )
 
 
 class SynthesisEvent(BaseModel):
@@ -66,12 +97,14 @@ class SynthesisState(TypedDict, total=False):
     files: dict[str, str]
     #: Tool code by operation name, for the operations whose tests pass.
     tools: dict[str, str]
-    #: The model's last code per operation, shown back to it with the error to fix.
+    #: Each stage's last answer (``tools:<operation>`` for a tool), shown back with its error.
     drafts: dict[str, str]
     #: Attempts so far, by stage (``tools:<operation>`` for one tool).
     attempts: dict[str, int]
     #: The error a stage's next attempt must fix, by stage.
     feedback: dict[str, str]
+    #: Tasks a failed tasks attempt kept (tasks.jsonl lines); the next attempt adds to them.
+    partial_tasks: str
     #: Tasks the task synthesis rejected, with why.
     rejected_tasks: list[str]
     events: Annotated[list[dict[str, Any]], operator.add]

@@ -1,0 +1,161 @@
+"""What the synthesis stages get back from the model, and the JSON Schemas they send for it.
+
+Parsing accepts code fences and prose around the JSON or code, and nothing else. Every JSON
+stage sends ``response_format`` built from the same pydantic model its parser validates with
+(:func:`response_format`), trimmed to what llama.cpp's JSON-schema-to-grammar converter, vLLM
+and OpenAI-compatible servers accept: objects, arrays, enums, ``anyOf``, ``$defs``/``$ref``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+#: Schema keywords kept; everything else (titles, defaults, patterns, lengths) is dropped.
+_SCHEMA_KEYS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$defs",
+        "$ref",
+        "minItems",
+        "maxItems",
+    }
+)
+
+
+class ParseError(ValueError):
+    """The model's answer holds no usable JSON or code; the message says what was wrong."""
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object in the answer: inside a code fence, or the outermost braces."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        candidates.append(text[start : end + 1])
+    errors = []
+    for c in candidates:
+        try:
+            return json.loads(c)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
+    if not candidates:
+        raise ParseError("the answer holds no JSON object")
+    raise ParseError(f"the answer's JSON does not parse: {errors[0]}")
+
+
+def extract_code(text: str) -> str:
+    """The Python in the answer: the first fenced block, or the whole answer when unfenced."""
+    m = _FENCE.search(text)
+    if m:
+        return m.group(1).strip() + "\n"
+    if "```" in text:  # an unclosed fence: the answer was cut off
+        raise ParseError("the code block is not closed (the answer was cut off?)")
+    return text.strip() + "\n"
+
+
+def unfence(text: str) -> str:
+    """A Markdown answer without the code fence a model may put around it."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        try:
+            return extract_code(stripped)
+        except ParseError:
+            return stripped.strip("`").strip() + "\n"
+    return stripped + "\n"
+
+
+def clean_schema(schema: Any) -> Any:
+    """A pydantic JSON Schema with only the keywords every structured-output server accepts."""
+    if isinstance(schema, list):
+        return [clean_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in _SCHEMA_KEYS:
+            continue
+        if key in ("properties", "$defs"):
+            out[key] = {name: clean_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = clean_schema(value)
+    return out
+
+
+def response_format(name: str, model: type[BaseModel]) -> dict[str, Any]:
+    """The ``response_format`` of a JSON stage: its answer model's schema, strict."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": name,
+            "schema": clean_schema(model.model_json_schema()),
+            "strict": True,
+        },
+    }
+
+
+# ----- the reviewer's answer --------------------------------------------------------------------
+
+ReviewStage = Literal["blueprint", "data", "tools", "policy", "tasks"]
+
+
+class ReviewAnswer(BaseModel):
+    """The reviewer's verdict; ``stage``, ``tool`` and ``problem`` may be empty or null when
+    the verdict is ``ok``, and ``tool`` when the stage is not ``tools``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["ok", "fix"]
+    stage: ReviewStage | Literal[""] | None = None
+    tool: str | None = None
+    problem: str | None = None
+
+
+def parse_review(text: str, tools: list[str]) -> tuple[str, str] | None:
+    """None when the critic approves; else the owner to send back to (``tools:<name>`` for a
+    tool) and the problem. :class:`ParseError` when the verdict is not usable."""
+    data = extract_json(text)
+    try:
+        answer = ReviewAnswer.model_validate(data)
+    except ValidationError as exc:
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ParseError(f'the review must be {{"verdict": "ok" | "fix", ...}}: {where}') from None
+    if answer.verdict == "ok":
+        return None
+    problem = (answer.problem or "").strip()
+    if not answer.stage or not problem:
+        raise ParseError(
+            'a "fix" verdict needs "stage" (blueprint, data, tools, policy or tasks) and '
+            '"problem" (one sentence)'
+        )
+    if answer.stage == "tools":
+        if answer.tool not in tools:
+            raise ParseError(f'a tools fix must name one of the tools {tools} in "tool"')
+        return f"tools:{answer.tool}", problem
+    return str(answer.stage), problem
+
+
+def policy_problem(policy: str, n_rules: int) -> str | None:
+    """Why a policy.md is not acceptable, or None."""
+    lines = [line.strip() for line in policy.splitlines() if line.strip()]
+    if not lines or not lines[0].startswith("# "):
+        return "the policy must start with a '# ' title line"
+    items = [line for line in lines if re.match(r"^\d+\.\s", line)]
+    if len(items) < max(1, n_rules):
+        return f"the policy has {len(items)} numbered item(s); it needs one per rule ({n_rules})"
+    return None

@@ -1,0 +1,586 @@
+"""Paths, preconditions and effects of blueprint operations: what they name, whether they fit
+the tables, and what they mean on live records at the clock.
+
+A path names a value an operation sees:
+
+- ``$quantity``: the parameter ``quantity``;
+- ``order_id.status``: the field ``status`` of the ``orders`` record whose key the parameter
+  ``order_id`` holds (a parameter names a record when it is a table's key field, or ends with
+  ``_<key field>``: ``new_slot_id``);
+- ``booking_id.sailing_id.departs_at``: a field of a record reached through a reference;
+- ``new.amount``: a field of the record a ``create`` operation adds;
+- a bare field (``status``) is the operation's own record: ``<key>.status`` for read and update,
+  ``new.status`` for the effects of create.
+
+Semantics, stated in the prompts the same way: a null value fails every test but ``is_null``;
+``within_last_days N`` holds when the date is on or after the clock's date minus N days (a
+datetime: at or after now minus N days); ``at_least_days_ahead N`` when it is on or after today
+plus N days (now plus N days); ``at_least_hours_ahead H`` when a datetime is at or after now plus
+H hours. The host evaluates the same semantics (this module) for unit tests, data coverage and
+refusal tasks; the LLM writes them into the tool code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from maestro.agents.codegen.blueprint import (
+    IDENT,
+    RESERVED,
+    Adjust,
+    Condition,
+    FieldType,
+    Operation,
+    SetValue,
+    check_ident,
+    parse_when,
+)
+
+if TYPE_CHECKING:
+    from maestro.agents.codegen.blueprint import BlueprintDraft
+
+NUMERIC_TESTS = ("at_least", "at_most")
+DATE_TESTS = (
+    "within_last_days",
+    "older_than_days",
+    "at_least_days_ahead",
+    "less_than_days_ahead",
+    "at_least_hours_ahead",
+    "less_than_hours_ahead",
+)
+HOUR_TESTS = ("at_least_hours_ahead", "less_than_hours_ahead")
+NULL_TESTS = ("is_null", "not_null")
+#: Most reference hops a path may follow.
+MAX_HOPS = 2
+
+
+@dataclass(frozen=True)
+class Target:
+    """A record field a path names: from the record ``root`` names, through ``hops``."""
+
+    root: str
+    hops: tuple[str, ...]
+    field: str
+    #: The root record's table, then the table after each hop.
+    tables: tuple[str, ...]
+    ftype: FieldType
+
+    @property
+    def table(self) -> str:
+        return self.tables[-1]
+
+    @property
+    def text(self) -> str:
+        return ".".join((self.root, *self.hops, self.field))
+
+
+@dataclass(frozen=True)
+class ParamRef:
+    """A parameter's value."""
+
+    name: str
+    ftype: FieldType
+
+    @property
+    def text(self) -> str:
+        return f"${self.name}"
+
+
+Subject = Target | ParamRef
+
+
+def record_params(bp: BlueprintDraft, op: Operation) -> dict[str, str]:
+    """Parameters that name a record, with its table: a table's key field, or ``..._<key>``."""
+    keys = {e.key: e.table for e in bp.entities}
+    out: dict[str, str] = {}
+    for p in op.params:
+        if p in keys:
+            out[p] = keys[p]
+            continue
+        for key, table in sorted(keys.items(), key=lambda kv: -len(kv[0])):
+            if p.endswith("_" + key):
+                out[p] = table
+                break
+    return out
+
+
+def own_root(bp: BlueprintDraft, op: Operation, *, effect: bool = False) -> str | None:
+    """What a bare field means: the key parameter of read and update, ``new`` for create's
+    effects; None when a bare field means nothing (lookup, list, create's checks)."""
+    if op.kind in ("read", "update"):
+        return bp.entity(op.table).key
+    if op.kind == "create" and effect:
+        return "new"
+    return None
+
+
+def resolve(bp: BlueprintDraft, op: Operation, text: str, *, effect: bool = False) -> Subject:
+    """The parameter or record field ``text`` names in ``op``; ValueError saying why not."""
+    if text.startswith("$"):
+        name = text[1:]
+        types = op.param_types()
+        if name not in types:
+            raise ValueError(f"{text!r} names no parameter of {op.name}; they are {list(types)}")
+        return ParamRef(name, types[name])
+    parts = text.split(".")
+    if len(parts) == 1:
+        root = own_root(bp, op, effect=effect)
+        if root is None:
+            raise ValueError(
+                f"{text!r} needs a record: write <parameter>.{text}, such as "
+                f"{next(iter(record_params(bp, op)), 'customer_id')}.{text}"
+            )
+        parts = [root, text]
+    root, fields = parts[0], parts[1:]
+    if root == "new":
+        if op.kind != "create" or not effect:
+            raise ValueError(f"{text!r}: 'new' is the record a create operation adds, in its sets")
+        table = op.table
+    else:
+        named = record_params(bp, op)
+        if root not in named:
+            raise ValueError(
+                f"{text!r}: {root!r} is not a parameter of {op.name} that names a record "
+                f"(a parameter named like a table's key, such as {sorted(named) or ['order_id']})"
+            )
+        table = named[root]
+    if len(fields) - 1 > MAX_HOPS:
+        raise ValueError(f"{text!r} follows more than {MAX_HOPS} references")
+    tables = [table]
+    for hop in fields[:-1]:
+        ftype = bp.entity(tables[-1]).field_types().get(hop)
+        if ftype is None or ftype.base != "ref" or ftype.ref is None:
+            raise ValueError(f"{text!r}: {tables[-1]}.{hop} is not a ref field")
+        tables.append(ftype.ref)
+    entity = bp.entity(tables[-1])
+    field = fields[-1]
+    if field == entity.key:
+        raise ValueError(f"{text!r}: the key {field!r} cannot be checked or set; name the record")
+    ftype = entity.field_types().get(field)
+    if ftype is None:
+        raise ValueError(f"{text!r}: {tables[-1]} has no field {field!r}")
+    return Target(root, tuple(fields[:-1]), field, tuple(tables), ftype)
+
+
+# ----- validation ---------------------------------------------------------------------------------
+
+
+def blueprint_problems(bp: BlueprintDraft) -> list[str]:
+    """Every way the blueprint's names, types, checks and effects do not fit together."""
+    problems: list[str] = []
+    tables = {e.table: e for e in bp.entities}
+    for label, names in (
+        ("entity", [e.name for e in bp.entities]),
+        ("table", [e.table for e in bp.entities]),
+        ("key", [e.key for e in bp.entities]),
+        ("key prefix", [e.prefix for e in bp.entities]),
+        ("operation", [o.name for o in bp.operations]),
+    ):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            problems.append(f"{label} names repeat: {dup}")
+    for e in bp.entities:
+        for fname, ftype in e.field_types().items():
+            if ftype.ref is not None and ftype.ref not in tables:
+                problems.append(f"{e.name}.{fname} refers to unknown table {ftype.ref!r}")
+    if problems:
+        return problems  # the operations' checks need sound tables
+    for op in bp.operations:
+        problems.extend(operation_problems(bp, op))
+    kinds = [op.kind for op in bp.operations]
+    if "lookup" not in kinds:
+        problems.append(
+            "no lookup operation: a customer is found by natural identifiers (an email, a name "
+            'and date of birth): add one such as {"kind": "lookup", "by": ["email"]}'
+        )
+    if not {"update", "create"} & set(kinds):
+        problems.append("no operation changes anything: add update or create operations")
+    ops = {op.name: op for op in bp.operations}
+    for i, rule in enumerate(bp.agent_rules):
+        op = ops.get(rule.operation)
+        if op is None or op.tool_kind != "write":
+            problems.append(
+                f"agent_rules[{i}]: {rule.operation!r} is not an update or create operation"
+            )
+            continue
+        for j, cond in enumerate(rule.refuse_when):
+            problems.extend(condition_problems(bp, op, cond, f"agent_rules[{i}].refuse_when[{j}]"))
+    return problems
+
+
+def operation_problems(bp: BlueprintDraft, op: Operation) -> list[str]:
+    where = f"operation {op.name}"
+    if op.table not in {e.table for e in bp.entities}:
+        return [f"{where}: unknown table {op.table!r}; tables are {[e.table for e in bp.entities]}"]
+    entity = bp.entity(op.table)
+    problems: list[str] = []
+    for p, text in op.params.items():
+        try:
+            check_ident(p, "parameter")
+            if p in RESERVED:
+                raise ValueError(f"parameter {p!r} is a reserved name")
+            ptype = FieldType.parse(text)
+            if ptype.base == "ref":
+                raise ValueError(f"parameter {p!r}: a key parameter has type str")
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    if problems:
+        return problems
+    has_key = entity.key in op.params
+    if op.kind in ("read", "update") and not has_key:
+        problems.append(f"{where}: needs the parameter {entity.key!r} (the key of {op.table})")
+    if op.kind == "create" and has_key:
+        problems.append(
+            f"{where}: a create operation makes its key with db.new_id, so "
+            f"{entity.key!r} cannot be a parameter"
+        )
+    if op.kind in ("lookup", "list"):
+        problems += _finder_problems(op, entity.field_types(), where)
+    elif op.by:
+        problems.append(f"{where}: only lookup and list operations take 'by'")
+    if op.tool_kind == "read" and (op.requires or op.sets):
+        problems.append(f"{where}: a {op.kind} operation has no requires or sets")
+    for i, cond in enumerate(op.requires):
+        problems += condition_problems(bp, op, cond, f"{where}: requires[{i}]")
+    problems += _effect_problems(bp, op, where)
+    used = _used_params(bp, op)
+    unused = [p for p in op.params if p not in used]
+    if unused:
+        problems.append(
+            f"{where}: parameter(s) {unused} are used by no check or effect: store them (sets) "
+            "or drop them"
+        )
+    return problems
+
+
+def _finder_problems(op: Operation, fields: dict[str, FieldType], where: str) -> list[str]:
+    if not op.by:
+        return [f"{where}: a {op.kind} operation names the fields it matches in 'by'"]
+    problems = []
+    for f in op.by:
+        if f not in fields:
+            problems.append(f"{where}: by names unknown field {op.table}.{f}")
+    if set(op.params) != set(op.by):
+        problems.append(f"{where}: its params must be exactly its by fields {op.by}")
+    return problems
+
+
+def _effect_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]:
+    problems: list[str] = []
+    if op.tool_kind == "write" and not op.sets:
+        problems.append(f"{where}: an {op.kind} operation must set something")
+    new_fields: set[str] = set()
+    for target_text, value in op.sets.items():
+        try:
+            target = resolve(bp, op, target_text, effect=True)
+            if isinstance(target, ParamRef):
+                raise ValueError(f"{target_text!r}: a parameter cannot be set")
+            value_problem(bp, op, target.ftype, value)
+        except ValueError as exc:
+            problems.append(f"{where}: sets {exc}")
+            continue
+        if target.root == "new" and not target.hops:
+            new_fields.add(target.field)
+    if op.kind == "create":
+        entity = bp.entity(op.table)
+        missing = [
+            f for f, t in entity.field_types().items() if not t.nullable and f not in new_fields
+        ]
+        if missing:
+            problems.append(
+                f"{where}: the new {op.table} record needs a value for {missing} "
+                f'(sets {{"new.{missing[0]}": ...}})'
+            )
+    return problems
+
+
+def value_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, value: SetValue) -> None:
+    """ValueError when ``value`` cannot be written to a field of ``ftype``."""
+    if value is None:
+        if not ftype.nullable:
+            raise ValueError("null into a field that is not nullable (add ? to its type)")
+        return
+    if isinstance(value, Adjust):
+        if not ftype.numeric:
+            raise ValueError("add/subtract on a field that is not a number")
+        amount = value.amount
+        if isinstance(amount, str):
+            source = resolve(bp, op, amount)
+            if not isinstance(source, ParamRef) or not source.ftype.numeric:
+                raise ValueError(f"add/subtract {amount!r}: use a number or a number parameter")
+        return
+    if isinstance(value, str) and value.startswith("$"):
+        if value == "$today":
+            if ftype.base not in ("date", "str"):
+                raise ValueError(f"$today into a {ftype.base} field (it is a date)")
+            return
+        if value == "$now":
+            if ftype.base not in ("datetime", "str"):
+                raise ValueError(f"$now into a {ftype.base} field (it is a datetime)")
+            return
+        source = resolve(bp, op, value[1:] if "." in value else value)
+        if not fits(bp, op, source, ftype):
+            raise ValueError(f"{value!r} ({_type_text(source)}) does not fit a {_type_name(ftype)}")
+        return
+    if not ftype.accepts(value):
+        raise ValueError(f"{value!r} is not a {_type_name(ftype)} value")
+
+
+def fits(bp: BlueprintDraft, op: Operation, source: Subject, dst: FieldType) -> bool:
+    """Whether values of ``source`` may be written to a field of type ``dst``."""
+    src = source.ftype
+    if isinstance(source, ParamRef) and dst.base == "ref":
+        return record_params(bp, op).get(source.name) == dst.ref
+    if src.nullable and not dst.nullable:
+        return False
+    if dst.base == "str":
+        return src.base in ("str", "enum", "date", "datetime", "ref")
+    if dst.base == "enum":
+        return src.base == "enum" and set(src.choices) <= set(dst.choices)
+    if dst.base == "ref":
+        return src.base == "ref" and src.ref == dst.ref
+    if dst.base == "float":
+        return src.base in ("int", "float")
+    return src.base == dst.base
+
+
+def _type_name(ftype: FieldType) -> str:
+    if ftype.base == "enum":
+        return "enum:" + "|".join(ftype.choices)
+    return f"ref:{ftype.ref}" if ftype.base == "ref" else ftype.base
+
+
+def _type_text(source: Subject) -> str:
+    return _type_name(source.ftype)
+
+
+def condition_problems(bp: BlueprintDraft, op: Operation, cond: Condition, where: str) -> list[str]:
+    try:
+        subject = resolve(bp, op, cond.check)
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    ftype = subject.ftype
+    test, value = cond.test, cond.value
+    label = f"{where}: {cond.check} {test}"
+    if test in NULL_TESTS:
+        if not ftype.nullable:
+            return [f"{label}: {cond.check} is not nullable, so it is never null"]
+        return []
+    if test in ("in", "not_in"):
+        if not isinstance(value, list) or not value:
+            return [f"{label} needs a non-empty list of values"]
+        bad = [v for v in value if v is None or not ftype.accepts(v)]
+        return [f"{label}: {bad} are not {_type_name(ftype)} values"] if bad else []
+    if test == "equals":
+        if isinstance(value, str) and value.startswith("$"):
+            try:
+                source = resolve(bp, op, value)
+            except ValueError as exc:
+                return [f"{label}: {exc}"]
+            ok = fits(bp, op, source, ftype.model_copy(update={"nullable": False}))
+            return [] if ok else [f"{label}: {value} does not fit {_type_name(ftype)}"]
+        if value is None or isinstance(value, list) or not ftype.accepts(value):
+            return [f"{label}: {value!r} is not a {_type_name(ftype)} value"]
+        return []
+    if test in NUMERIC_TESTS:
+        if not ftype.numeric:
+            return [f"{label}: {cond.check} is a {ftype.base}, not a number"]
+        if isinstance(value, str) and value.startswith("$"):
+            try:
+                source = resolve(bp, op, value)
+            except ValueError as exc:
+                return [f"{label}: {exc}"]
+            ok = isinstance(source, ParamRef) and source.ftype.numeric
+            return [] if ok else [f"{label}: {value} is not a number parameter"]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return [f"{label} needs a number or a number parameter ($name)"]
+        return []
+    wanted = ("datetime",) if test in HOUR_TESTS else ("date", "datetime")
+    if ftype.base not in wanted:
+        return [f"{label}: {cond.check} is a {ftype.base}, not a {' or '.join(wanted)}"]
+    if not _whole(value):
+        return [f"{label} needs a whole number of {'hours' if 'hours' in test else 'days'} >= 0"]
+    return []
+
+
+def _whole(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and float(value).is_integer()
+        and value >= 0
+    )
+
+
+def _used_params(bp: BlueprintDraft, op: Operation) -> set[str]:
+    used = set(op.by) | {bp.entity(op.table).key}
+    texts = [c.check for c in op.requires] + list(op.sets)
+    values: list[Any] = [c.value for c in op.requires] + list(op.sets.values())
+    for rule in bp.agent_rules_of(op.name):
+        texts += [c.check for c in rule.refuse_when]
+        values += [c.value for c in rule.refuse_when]
+    for v in values:
+        if isinstance(v, Adjust):
+            v = v.amount
+        if isinstance(v, str) and v.startswith("$"):
+            texts.append(v)
+    for text in texts:
+        head = text.lstrip("$").split(".")[0]
+        if re.match(IDENT, head):
+            used.add(head)
+    return used
+
+
+# ----- meaning at the clock -----------------------------------------------------------------------
+
+Getter = Callable[[str, str], dict[str, Any] | None]
+
+
+def as_when(value: Any, base: str) -> date | datetime | None:
+    """A stored date or datetime value as an object (the clock's own objects pass through)."""
+    if isinstance(value, datetime):
+        return value if base == "datetime" else value.date()
+    if isinstance(value, date):
+        return value if base == "date" else None
+    return parse_when(value, base)
+
+
+def holds(
+    cond: Condition, value: Any, ftype: FieldType, args: dict[str, Any], clock: datetime
+) -> bool:
+    """Whether ``cond`` holds of ``value`` (a JSON value of ``ftype``) with these arguments."""
+    test = cond.test
+    if test == "is_null":
+        return value is None
+    if value is None:
+        return False
+    if test == "not_null":
+        return True
+    expected = argument_value(cond.value, args)
+    if test == "in":
+        return isinstance(expected, list) and value in expected
+    if test == "not_in":
+        return isinstance(expected, list) and value not in expected
+    if test == "equals":
+        return bool(value == expected)
+    if test in NUMERIC_TESTS:
+        if not isinstance(expected, int | float) or not isinstance(value, int | float):
+            return False
+        return value >= expected if test == "at_least" else value <= expected
+    when = as_when(value, ftype.base)
+    if when is None or not isinstance(expected, int | float):
+        return False
+    edge = date_edge(test, int(expected), clock, datetime_field=isinstance(when, datetime))
+    if isinstance(when, datetime) != isinstance(edge, datetime):
+        return False  # hours on a date field: rejected when the blueprint was checked
+    if test in ("within_last_days", "at_least_days_ahead", "at_least_hours_ahead"):
+        return bool(when >= edge)  # type: ignore[operator]
+    return bool(when < edge)  # type: ignore[operator]
+
+
+def date_edge(test: str, n: int, clock: datetime, *, datetime_field: bool) -> date | datetime:
+    """The first date (or instant) on the far side of a date test's boundary: a value at it
+    passes ``within_last_days``/``at_least_*`` and fails ``older_than_days``/``less_than_*``."""
+    if test in HOUR_TESTS:
+        return clock + timedelta(hours=n)
+    days = -n if test in ("within_last_days", "older_than_days") else n
+    base: date | datetime = clock if datetime_field else clock.date()
+    return base + timedelta(days=days)
+
+
+def argument_value(value: Any, args: dict[str, Any]) -> Any:
+    """A condition's value with ``$param`` replaced by the argument."""
+    if isinstance(value, str) and value.startswith("$") and value[1:] in args:
+        return args[value[1:]]
+    return value
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a target lives on a given state: one field of one record."""
+
+    table: str
+    key: str
+    field: str
+
+
+def locate(target: Target, args: dict[str, Any], get: Getter) -> Address | None:
+    """The record field ``target`` names with these arguments, or None when a record on the way
+    does not exist or a reference on the way is null."""
+    if target.root == "new":
+        return None
+    key = args.get(target.root)
+    table = target.tables[0]
+    for hop, next_table in zip(target.hops, target.tables[1:], strict=True):
+        record = get(table, key) if isinstance(key, str) else None
+        if record is None:
+            return None
+        key, table = record.get(hop), next_table
+    if not isinstance(key, str) or get(table, key) is None:
+        return None
+    return Address(table, key, target.field)
+
+
+def read(bp: BlueprintDraft, op: Operation, text: str, args: dict[str, Any], get: Getter) -> Any:
+    """The value a check's subject has on a state (``None`` when absent)."""
+    subject = resolve(bp, op, text)
+    if isinstance(subject, ParamRef):
+        return args.get(subject.name)
+    where = locate(subject, args, get)
+    record = get(where.table, where.key) if where else None
+    return record.get(where.field) if record and where else None
+
+
+def all_hold(
+    bp: BlueprintDraft,
+    op: Operation,
+    conditions: list[Condition],
+    args: dict[str, Any],
+    get: Getter,
+    clock: datetime,
+) -> bool:
+    """Whether every condition holds on a state; a missing record fails its conditions."""
+    for cond in conditions:
+        subject = resolve(bp, op, cond.check)
+        value = read(bp, op, cond.check, args, get)
+        if not holds(cond, value, subject.ftype, args, clock):
+            return False
+    return True
+
+
+_WORDS = {
+    "in": "is one of",
+    "not_in": "is none of",
+    "equals": "equals",
+    "at_least": ">=",
+    "at_most": "<=",
+}
+
+
+def condition_text(cond: Condition, ftype: FieldType, clock: datetime) -> str:
+    """A condition in words, with the absolute date of a clock-relative boundary."""
+    subject, test, value = cond.check, cond.test, cond.value
+    if test == "is_null":
+        return f"{subject} is null"
+    if test == "not_null":
+        return f"{subject} is not null"
+    if test in _WORDS:
+        shown = ", ".join(repr(v) for v in value) if isinstance(value, list) else repr(value)
+        if isinstance(value, str) and value.startswith("$"):
+            shown = value
+        return f"{subject} {_WORDS[test]} {shown}"
+    n = int(value) if isinstance(value, int | float) else 0
+    dt = ftype.base == "datetime"
+    edge = date_edge(test, n, clock, datetime_field=dt)
+    when = edge.isoformat()
+    origin = "now" if dt or test in HOUR_TESTS else "today"
+    unit = "hours" if test in HOUR_TESTS else "days"
+    sign = "-" if test in ("within_last_days", "older_than_days") else "+"
+    span = f"{origin} {sign} {n} {unit}"
+    if test in ("within_last_days", "at_least_days_ahead", "at_least_hours_ahead"):
+        return f"{subject} is on or after {span} ({when} or later)"
+    return f"{subject} is before {span} (earlier than {when})"

@@ -1,0 +1,234 @@
+"""The worked example the blueprint prompt shows: a ferry line's desk, whole and valid.
+
+A capable model designs better from a complete example than from a grammar alone; the example
+covers every construct (lookup by two identifiers, list, read, create with effects on another
+record, update from a parameter, date checks both ways, a nullable reference, agent rules). Its
+tables are refused for any other brief (:func:`copies_example`), so a small model that copies it
+is told so. The contract tests parse it as the blueprint stage does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXAMPLE_BRIEF = "A ferry line: passengers book sailings, cancel them and claim refunds."
+
+EXAMPLE: dict[str, Any] = {
+    "domain_id": "ferry_line",
+    "name": "Bluewater Ferries",
+    "description": "The passenger desk of a ferry line: bookings, cancellations and refunds.",
+    "entities": [
+        {
+            "name": "Passenger",
+            "table": "passengers",
+            "key": "passenger_id",
+            "prefix": "PS",
+            "fields": {
+                "first_name": "str",
+                "last_name": "str",
+                "email": "str",
+                "phone": "str",
+                "date_of_birth": "date:-85y..-18y",
+            },
+        },
+        {
+            "name": "Sailing",
+            "table": "sailings",
+            "key": "sailing_id",
+            "prefix": "SL",
+            "fields": {
+                "route": "enum:Portsmouth-Cherbourg|Plymouth-Roscoff|Poole-Guernsey",
+                "departs_at": "datetime:-30d..+60d",
+                "fare": "float:35..180",
+                "seats_left": "int:0..400",
+                "status": "enum:scheduled|cancelled|departed",
+            },
+        },
+        {
+            "name": "Booking",
+            "table": "bookings",
+            "key": "booking_id",
+            "prefix": "BK",
+            "fields": {
+                "passenger_id": "ref:passengers",
+                "sailing_id": "ref:sailings",
+                "vehicle": "bool",
+                "fare_paid": "float:35..180",
+                "status": "enum:confirmed|cancelled|travelled",
+                "booked_on": "date:-120d..0d",
+                "seat_note": "str?",
+            },
+        },
+        {
+            "name": "Refund",
+            "table": "refunds",
+            "key": "refund_id",
+            "prefix": "RF",
+            "fields": {
+                "booking_id": "ref:bookings",
+                "amount": "float:0..180",
+                "reason": "str",
+                "status": "enum:pending|paid",
+                "requested_on": "date:-90d..0d",
+            },
+        },
+    ],
+    "operations": [
+        {
+            "name": "find_passenger",
+            "kind": "lookup",
+            "table": "passengers",
+            "description": "Find a passenger by email and date of birth (identity check).",
+            "params": {"email": "str", "date_of_birth": "date"},
+            "by": ["email", "date_of_birth"],
+        },
+        {
+            "name": "list_passenger_bookings",
+            "kind": "list",
+            "table": "bookings",
+            "description": "List a passenger's bookings.",
+            "params": {"passenger_id": "str"},
+            "by": ["passenger_id"],
+        },
+        {
+            "name": "get_booking",
+            "kind": "read",
+            "table": "bookings",
+            "description": "Show one booking.",
+            "params": {"booking_id": "str"},
+        },
+        {
+            "name": "get_sailing",
+            "kind": "read",
+            "table": "sailings",
+            "description": "Show a sailing's time, fare, seats left and status.",
+            "params": {"sailing_id": "str"},
+        },
+        {
+            "name": "book_sailing",
+            "kind": "create",
+            "table": "bookings",
+            "description": "Book a seat on a scheduled sailing for a passenger.",
+            "params": {"passenger_id": "str", "sailing_id": "str", "vehicle": "bool"},
+            "requires": [
+                {"check": "sailing_id.status", "test": "in", "value": ["scheduled"]},
+                {"check": "sailing_id.departs_at", "test": "at_least_hours_ahead", "value": 2},
+                {"check": "sailing_id.seats_left", "test": "at_least", "value": 1},
+            ],
+            "sets": {
+                "new.passenger_id": "$passenger_id",
+                "new.sailing_id": "$sailing_id",
+                "new.vehicle": "$vehicle",
+                "new.fare_paid": "$sailing_id.fare",
+                "new.status": "confirmed",
+                "new.booked_on": "$today",
+                "sailing_id.seats_left": {"subtract": 1},
+            },
+        },
+        {
+            "name": "cancel_booking",
+            "kind": "create",
+            "table": "refunds",
+            "description": "Cancel a confirmed booking at least 24 hours before departure; "
+            "the fare is refunded.",
+            "params": {"booking_id": "str", "reason": "str"},
+            "requires": [
+                {"check": "booking_id.status", "test": "in", "value": ["confirmed"]},
+                {
+                    "check": "booking_id.sailing_id.departs_at",
+                    "test": "at_least_hours_ahead",
+                    "value": 24,
+                },
+            ],
+            "sets": {
+                "booking_id.status": "cancelled",
+                "booking_id.sailing_id.seats_left": {"add": 1},
+                "new.booking_id": "$booking_id",
+                "new.amount": "$booking_id.fare_paid",
+                "new.reason": "$reason",
+                "new.status": "pending",
+                "new.requested_on": "$today",
+            },
+        },
+        {
+            "name": "claim_cancelled_sailing_refund",
+            "kind": "create",
+            "table": "refunds",
+            "description": "Refund a booking whose sailing the line cancelled, within 30 days "
+            "of the planned departure.",
+            "params": {"booking_id": "str"},
+            "requires": [
+                {"check": "booking_id.status", "test": "in", "value": ["confirmed"]},
+                {"check": "booking_id.sailing_id.status", "test": "in", "value": ["cancelled"]},
+                {
+                    "check": "booking_id.sailing_id.departs_at",
+                    "test": "within_last_days",
+                    "value": 30,
+                },
+            ],
+            "sets": {
+                "booking_id.status": "cancelled",
+                "new.booking_id": "$booking_id",
+                "new.amount": "$booking_id.fare_paid",
+                "new.reason": "sailing cancelled by the line",
+                "new.status": "pending",
+                "new.requested_on": "$today",
+            },
+        },
+        {
+            "name": "add_vehicle",
+            "kind": "update",
+            "table": "bookings",
+            "description": "Add a vehicle to a confirmed booking.",
+            "params": {"booking_id": "str"},
+            "requires": [
+                {"check": "status", "test": "in", "value": ["confirmed"]},
+                {"check": "vehicle", "test": "equals", "value": False},
+            ],
+            "sets": {"vehicle": True},
+        },
+        {
+            "name": "update_phone",
+            "kind": "update",
+            "table": "passengers",
+            "description": "Change a passenger's phone number.",
+            "params": {"passenger_id": "str", "phone": "str"},
+            "sets": {"phone": "$phone"},
+        },
+    ],
+    "rules": [
+        "Verify the passenger's identity with their email and date of birth before reading or "
+        "changing any booking.",
+        "Only act on the verified passenger's own bookings.",
+        "A booking can be cancelled until 24 hours before departure; the fare paid is refunded.",
+        "Sailings can be booked until 2 hours before departure, while seats are left.",
+        "Passengers whose sailing the line cancelled may claim a refund within 30 days of the "
+        "planned departure.",
+    ],
+    "agent_rules": [
+        {
+            "operation": "cancel_booking",
+            "rule": "Bookings with a vehicle cannot be cancelled by phone: the passenger must "
+            "cancel at the port office.",
+            "refuse_when": [{"check": "booking_id.vehicle", "test": "equals", "value": True}],
+        },
+        {
+            "operation": "book_sailing",
+            "rule": "Sailings departing in less than 24 hours are sold only at the port, not by "
+            "phone.",
+            "refuse_when": [
+                {
+                    "check": "sailing_id.departs_at",
+                    "test": "less_than_hours_ahead",
+                    "value": 24,
+                }
+            ],
+        },
+    ],
+}
+
+
+def copies_example(tables: set[str], brief: str) -> bool:
+    """Whether a blueprint for another brief took the example's tables."""
+    ours = {e["table"] for e in EXAMPLE["entities"]}
+    return tables == ours and "ferr" not in brief.lower()

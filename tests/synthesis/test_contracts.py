@@ -1,0 +1,174 @@
+"""A prompt and its parser are one contract: for every stage, the shape the prompt text shows
+is taken out of the prompt and fed to the stage's parser, and to the JSON Schema the stage sends
+as ``response_format``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from maestro.agents.codegen.answers import (
+    ReviewAnswer,
+    clean_schema,
+    extract_code,
+    parse_review,
+    policy_problem,
+    response_format,
+)
+from maestro.agents.codegen.blueprint import BlueprintDraft
+from maestro.agents.codegen.data import DataError, data_answer_model, parse_data
+from maestro.agents.codegen.normalise import parse_blueprint
+from maestro.agents.codegen.prompts import (
+    blueprint_messages,
+    data_messages,
+    policy_messages,
+    review_messages,
+    tool_messages,
+)
+from maestro.agents.codegen.scenario_prompts import refusal_prompt, walk_prompt
+from maestro.agents.codegen.scenarios import RefusalDraft, ScenarioDraft, parse_draft, plan_walks
+from maestro.agents.codegen.state import SynthesisConfig
+from maestro.agents.codegen.tools_code import normalise_tool
+from maestro.domains import Domain
+from tests.synthesis import scripted_team as team
+
+CONFIG = SynthesisConfig()
+ALLOWED = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "$defs",
+    "$ref",
+    "minItems",
+    "maxItems",
+}
+
+
+def json_objects(text: str) -> list[Any]:
+    """Every JSON object written in a prompt, outermost first."""
+    decoder = json.JSONDecoder()
+    found, i = [], 0
+    while (i := text.find("{", i)) != -1:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i += 1
+            continue
+        found.append(value)
+        i = end
+    return found
+
+
+def prompt(messages: list[dict[str, str]]) -> str:
+    return messages[-1]["content"]
+
+
+def keywords(schema: Any) -> set[str]:
+    if isinstance(schema, list):
+        return set().union(*(keywords(s) for s in schema)) if schema else set()
+    if not isinstance(schema, dict):
+        return set()
+    out = set(schema)
+    for key, value in schema.items():
+        if key in ("properties", "$defs"):
+            out |= set().union(*(keywords(v) for v in value.values())) if value else set()
+        else:
+            out |= keywords(value)
+    return out
+
+
+def schema_of(fmt: dict[str, Any]) -> dict[str, Any]:
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    schema = fmt["json_schema"]["schema"]
+    assert keywords(schema) <= ALLOWED, keywords(schema) - ALLOWED
+    return schema
+
+
+def test_the_blueprint_prompts_example_is_a_valid_blueprint_and_fits_its_schema() -> None:
+    text = prompt(blueprint_messages(team.BRIEF, "transport", CONFIG.clock, None, None))
+    (example,) = [o for o in json_objects(text) if "entities" in o]
+    bp = parse_blueprint(example, clock=CONFIG.clock)
+    assert len(bp.operations) == 9
+    schema = schema_of(response_format("blueprint", BlueprintDraft))
+    jsonschema.validate(example, schema)
+    assert "Monday 2026-01-05" in text  # the clock, as every stage states it
+
+
+def test_the_data_prompts_shape_parses_and_only_its_placeholders_are_refused() -> None:
+    bp = team.blueprint(CONFIG)
+    text = prompt(data_messages(bp, CONFIG.limits(), None, None))
+    (shape,) = [o for o in json_objects(text) if "records" in o]
+    model = data_answer_model(bp)
+    model.model_validate(shape)  # the parser's own types
+    jsonschema.validate(shape, schema_of(response_format("data", model)))
+    with pytest.raises(DataError) as err:
+        parse_data(bp, shape, CONFIG.limits().model_copy(update={"seeds": 1}))
+    problems = str(err.value).split("; ")
+    assert problems and all("is a placeholder to replace" in p or "distinct value(s)" in p for p in problems)
+    # Keys follow each table's own prefix, never one pattern for all.
+    assert '"passenger_id": "PS1001"' in text and '"booking_id": "BK1001"' in text
+    assert "C1001" not in text
+    assert "from 2025-12-06 to 2026-03-06" in text  # a window, in dates around the clock
+
+
+def test_the_scenario_and_refusal_prompts_shapes_parse(toy: Domain) -> None:
+    walks, plans = plan_walks(toy, n=1, seed=0, refusals=1)
+    text = walk_prompt(toy, walks[0])
+    (shape,) = json_objects(text.split("exactly these keys:")[1])
+    parse_draft(json.dumps(shape), ScenarioDraft)
+    jsonschema.validate(shape, schema_of(response_format("scenario", ScenarioDraft)))
+    text = refusal_prompt(toy, plans[0].group, None)
+    stated = json_objects(text)
+    none = next(o for o in stated if o == {"candidate": None})
+    (full,) = json_objects(text.split("exactly these keys:")[1])
+    schema = schema_of(response_format("refusal", RefusalDraft))
+    for answer in (none, full):
+        parse_draft(json.dumps(answer), RefusalDraft)
+        jsonschema.validate(answer, schema)
+
+
+def test_the_review_prompts_examples_parse() -> None:
+    bp = team.blueprint(CONFIG)
+    text = prompt(review_messages(bp, team.POLICY, ["t"], ["x"], None, None))
+    examples = [o for o in json_objects(text) if "verdict" in o]
+    assert len(examples) == 3
+    schema = schema_of(response_format("review", ReviewAnswer))
+    owners = []
+    for example in examples:
+        jsonschema.validate(example, schema)
+        verdict = parse_review(json.dumps(example), [op.name for op in bp.operations])
+        owners.append(verdict[0] if verdict else None)
+    assert owners == [None, "tools:find_passenger", "blueprint"]
+
+
+def test_the_tool_prompts_header_is_what_the_host_accepts() -> None:
+    bp = team.blueprint(CONFIG)
+    for op in bp.operations:
+        text = prompt(tool_messages(bp, op, None, None))
+        header = text.split("Start exactly with:\n")[1].split("\nAnswer with")[0]
+        code = extract_code(f"```python\n{header}\n    return db.get('x', 'y')\n```")
+        assert normalise_tool(bp, op, code).startswith(f"@tool('{op.tool_kind}')")
+        assert "db.today()" in text and "2026-01-05" in text
+
+
+def test_the_policy_prompts_format_passes_its_check() -> None:
+    bp = team.blueprint(CONFIG)
+    text = prompt(policy_messages(bp, None, None))
+    assert "'# ' title line" in text and "('1. ...')" in text
+    assert policy_problem(team.POLICY, len(bp.policy_rules())) is None
+
+
+def test_schemas_drop_what_grammar_converters_refuse() -> None:
+    raw = BlueprintDraft.model_json_schema()
+    assert "title" in json.dumps(raw) and "pattern" in json.dumps(raw)
+    clean = clean_schema(raw)
+    assert keywords(clean) <= ALLOWED
+    assert clean["required"] == raw["required"]
