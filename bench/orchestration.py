@@ -64,7 +64,8 @@ def main() -> None:
             env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
             env[f"MAESTRO_{role}__MAX_CONCURRENCY"] = str(max(64, args.concurrency))
         cmd = [
-            MAESTRO, "nightly", "--run-id", "bench", "--all-tasks", "--trials", str(args.trials),
+            MAESTRO, "nightly", "--run-id", "bench", "--synthesize", "0", "--all-tasks",
+            "--trials", str(args.trials),
             "--concurrency", str(args.concurrency), "--chunk-size", str(args.chunk_size), "--json",
         ]  # fmt: skip
         if args.ray_workers is not None:

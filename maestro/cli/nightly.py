@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
+from maestro.cli.inputs import seconds
 from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
 
 RUN_DIR = Path("runs")
@@ -167,7 +168,10 @@ def nightly(
         "CPU of a local Ray or of MAESTRO_RAY_ADDRESS's cluster; 0: asyncio here, no Ray).",
     ),
     synthesize: int = typer.Option(
-        0, min=0, max=100, help="Briefs to synthesize into new domains first (0: none)."
+        1, min=0, max=100, help="Briefs to synthesize into new domains first (0: none)."
+    ),
+    synthesis_budget_s: float = typer.Option(
+        900.0, parser=seconds, metavar="SECONDS", help="Wall time for the synthesis stage."
     ),
     brief: list[str] = typer.Option(
         [], "--brief", help="A brief to synthesize from (repeatable; default: the built-in list)."
@@ -193,6 +197,7 @@ def nightly(
         chunk_size,
         ray_workers,
         synthesize=synthesize,
+        synthesis_budget_s=synthesis_budget_s,
         briefs=brief,
         train=train,
     )

@@ -30,10 +30,24 @@ def synthesize(
     ),
     no_lake: bool = typer.Option(False, "--no-lake", help="Write nothing to the lake."),
     max_iterations: int = typer.Option(3, min=1, max=20, help="Attempts per stage (per tool)."),
-    tasks: int = typer.Option(4, min=1, max=1000, help="Walk tasks to synthesize."),
-    refusals: int = typer.Option(1, min=0, max=1000, help="Refusal tasks to synthesize."),
-    records: int = typer.Option(6, min=1, max=100_000, help="Records per table."),
-    llm_records: int = typer.Option(3, min=0, max=1000, help="Records per table the LLM writes."),
+    tasks: int = typer.Option(10, min=1, max=200, help="Walk tasks to synthesize."),
+    refusals: int = typer.Option(3, min=0, max=50, help="Refusal tasks to synthesize."),
+    min_tasks: int = typer.Option(
+        8, min=1, max=250, help="Fewest tasks (refusals included) to accept."
+    ),
+    records: int = typer.Option(
+        100, min=1, max=10_000, help="Records of each main table, grown from seeds."
+    ),
+    catalog_records: int = typer.Option(10, min=1, max=1000, help="Records of each catalog table."),
+    llm_records: int = typer.Option(
+        4, min=1, max=20, help="Seed records per table the LLM writes."
+    ),
+    values: int = typer.Option(10, min=1, max=100, help="Values the LLM lists per text field."),
+    clock: datetime | None = typer.Option(
+        None,
+        formats=["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"],
+        help="The world's now (default 2026-01-05T09:00).",
+    ),
     review: bool = typer.Option(True, help="Let an LLM critic review the finished domain."),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed for data filling and task walks."),
     resume: str | None = typer.Option(None, help="A synthesis id to resume (under --out)."),
@@ -52,10 +66,14 @@ def synthesize(
             max_iterations=max_iterations,
             n_tasks=tasks,
             refusals=refusals,
+            min_tasks=min_tasks,
             records_per_table=records,
+            catalog_records=catalog_records,
             llm_records_per_table=llm_records,
+            values_per_field=values,
             review=review,
             seed=seed,
+            **({"clock": clock} if clock else {}),
         )
     except ValidationError as exc:
         raise typer.BadParameter(_first_error(exc), param_hint="--brief") from None

@@ -123,9 +123,13 @@ def curate(lake: Lake, run_id: str) -> dict[str, Any]:
 
 @task(name="report", cache_policy=NONE)
 def report(
-    lake: Lake, run_id: str, settings: LLMSettings, task_set: dict[str, Any]
+    lake: Lake,
+    run_id: str,
+    settings: LLMSettings,
+    task_set: dict[str, Any],
+    synthesis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    built = reports.build_report(lake, run_id, settings, task_set)
+    built = reports.build_report(lake, run_id, settings, task_set, synthesis)
     out_dir = (Path(lake.root).parent if not lake.remote else RUN_DIR) / "reports"
     html_path = reports.write_html(built, out_dir)
     key = "maestro-nightly-" + "".join(c if c.isalnum() else "-" for c in run_id.lower()).strip("-")
@@ -151,7 +155,9 @@ def synthesize(
     from maestro.agents.codegen import Brief
     from maestro.flows.synthesis import SynthesisParams, synthesize_domains
 
-    synth = SynthesisParams(per_night=params.synthesize, runs_dir=RUN_DIR)
+    synth = SynthesisParams(
+        per_night=params.synthesize, runs_dir=RUN_DIR, budget_s=params.synthesis_budget_s
+    )
     if params.briefs:
         synth.briefs = [Brief(text=b) for b in params.briefs]
     live = settings.model_copy(deep=True)
@@ -162,7 +168,7 @@ def synthesize(
         get_run_logger().info(
             "synthesis %s: %s (%s)", r.synthesis_id, r.status, r.reason or r.package
         )
-    return {"funnel": summary.funnel(), "packages": summary.packages}
+    return {"funnel": summary.funnel(), "packages": summary.packages, "results": summary.rows()}
 
 
 def train(
@@ -248,7 +254,7 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
         spent["wait for scoring"] = time.perf_counter() - t0
     task_set = timed("curate", curate, lake, run_id)
     training = timed("train", train, task_set, domains, params)
-    result = timed("report", report, lake, run_id, settings, task_set)
+    result = timed("report", report, lake, run_id, settings, task_set, synthesis)
     wall_s = time.perf_counter() - started
     timings = {
         "flow_s": wall_s,

@@ -27,10 +27,16 @@ class RunReport(BaseModel):
     task_set: dict[str, Any] | None = None
     #: Every rejected task: its domain, the first gate it failed, and the reasons stored.
     rejections: list[dict[str, Any]] = Field(default_factory=list)
+    #: The synthesis stage: its funnel and one line per synthesis (None: it did not run).
+    synthesis: dict[str, Any] | None = None
 
 
 def build_report(
-    lake: Lake, run_id: str, settings: LLMSettings, task_set: dict[str, Any] | None = None
+    lake: Lake,
+    run_id: str,
+    settings: LLMSettings,
+    task_set: dict[str, Any] | None = None,
+    synthesis: dict[str, Any] | None = None,
 ) -> RunReport:
     verdicts = lake.read("task_verdicts").filter(pl.col("run_id") == run_id).collect()
     scores = lake.read("scores").filter(pl.col("run_id") == run_id).collect()
@@ -94,6 +100,7 @@ def build_report(
         terminations=terminations,
         task_set=task_set,
         rejections=rejections,
+        synthesis=synthesis,
     )
 
 
@@ -130,6 +137,9 @@ def to_markdown(report: RunReport, html_path: Path | None) -> str:
     parts = [f"# maestro nightly `{report.run_id}`\n"]
     if html_path is not None:
         parts.append(f"Full report with charts: `{html_path}`\n")
+    if report.synthesis is not None:
+        parts += ["## Synthesis\n", _md_table([report.synthesis["funnel"]])]
+        parts.append(_md_table(report.synthesis.get("results", [])))
     parts += ["## Funnel\n", _md_table(report.funnel)]
     if report.rejections:
         parts += ["## Rejected tasks\n", _md_table(report.rejections)]
@@ -206,6 +216,13 @@ def to_html(report: RunReport) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>maestro nightly {html.escape(report.run_id)}</title>"
         f"<style>{style}</style></head><body><h1>maestro nightly <code>{html.escape(report.run_id)}</code></h1>"
         + "".join(charts)
+        + (
+            "<h2>Synthesis</h2>"
+            + table([report.synthesis["funnel"]])
+            + table(report.synthesis.get("results", []))
+            if report.synthesis is not None
+            else ""
+        )
         + "<h2>pass^k</h2>"
         + table(report.pass_hat_k)
         + "<h2>Roles</h2>"

@@ -74,7 +74,10 @@ class NightlyParams(BaseModel):
     ray_workers: int | None = Field(None, ge=0, le=1024)
     #: Synthesis stage: briefs synthesized tonight (0: none). Each accepted domain is then
     #: ingested, simulated, scored and filtered with the others.
-    synthesize: int = Field(0, ge=0, le=100)
+    synthesize: int = Field(1, ge=0, le=100)
+    #: Wall time the synthesis stage may take; a synthesis still running then stops (resumable
+    #: with the run id). Sized for the embedded model: three blueprint attempts fit in it.
+    synthesis_budget_s: float = Field(900.0, gt=0)
     #: Briefs tonight's are taken from, in turn (the synthesis module's list when empty).
     briefs: list[str] = Field(default_factory=list)
     #: Training stage on the curated task set: a method, or None for the configured default

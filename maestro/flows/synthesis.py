@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -31,15 +32,21 @@ from maestro.storage import Lake
 DEFAULT_BRIEFS = [
     Brief(
         industry="leisure",
-        text="A bike rental shop: customers rent bikes by the day, and return or cancel rentals.",
+        text="A bike rental shop: customers reserve bikes by the day, extend or cancel "
+        "reservations before pickup, return bikes, and report damage; the desk finds them by "
+        "email.",
     ),
     Brief(
         industry="libraries",
-        text="A public library: members borrow books, renew loans, and return them.",
+        text="A public library: members borrow books, renew loans unless someone holds them, "
+        "place holds, return books and pay overdue fines; the desk finds members by card number "
+        "or by name and date of birth.",
     ),
     Brief(
         industry="fitness",
-        text="A gym: members book classes, cancel bookings, and pause their memberships.",
+        text="A gym: members book classes while places are left, cancel bookings up to hours "
+        "before, pause or resume their memberships, and update their details; the desk finds "
+        "members by email.",
     ),
 ]
 
@@ -53,16 +60,22 @@ class SynthesisParams(BaseModel):
     #: Which slice of ``briefs``; None picks by the date, so consecutive nights cover them all.
     night: int | None = Field(None, ge=0)
     config: SynthesisConfig = Field(default_factory=SynthesisConfig)
+    #: Wall time for tonight's syntheses together; a synthesis still running when it is spent
+    #: stops as a resumable crash, and briefs not started are skipped. None: each synthesis has
+    #: only its own deadline (``config.deadline_s``).
+    budget_s: float | None = Field(None, gt=0)
     #: Where run folders go: ``<runs_dir>/<run id>/domains`` and ``.../synthesis``.
     runs_dir: Path = Path("runs")
     limits: SandboxLimits | None = None
 
 
 class SynthesisSummary(BaseModel):
-    """What a synthesis run produced: one result per brief, and the accepted packages."""
+    """What a synthesis run produced: one result per brief started, and the accepted packages."""
 
     run_id: str
     results: list[SynthesisResult]
+    #: Briefs not started because the budget was spent.
+    skipped: int = 0
 
     @property
     def packages(self) -> list[str]:
@@ -70,10 +83,33 @@ class SynthesisSummary(BaseModel):
         return [r.package for r in self.results if r.package]
 
     def funnel(self) -> dict[str, int]:
-        out = {"briefs": len(self.results), "accepted": 0, "rejected": 0, "error": 0}
+        """Briefs, and how many were accepted, rejected, crashed (a spent budget included) or
+        skipped."""
+        out = {
+            "briefs": len(self.results) + self.skipped,
+            "accepted": 0,
+            "rejected": 0,
+            "error": 0,
+            "skipped": self.skipped,
+        }
         for r in self.results:
             out[r.status] += 1
         return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One line per synthesis, for a report: how it ended, why, and what it cost."""
+        return [
+            {
+                "brief": r.brief[:80],
+                "status": r.status,
+                "reason": (r.reason or "")[:200],
+                "domain": r.domain_id if r.status == "accepted" else "",
+                "llm_calls": r.llm_calls,
+                "tokens": r.tokens,
+                "wall_s": round(r.wall_s, 1),
+            }
+            for r in self.results
+        ]
 
 
 def select_briefs(params: SynthesisParams, today: date | None = None) -> list[Brief]:
@@ -212,15 +248,26 @@ def synthesize_domains(
     """
     run_dir = run_folder(params, run_id)
     results: list[SynthesisResult] = []
+    started = time.monotonic()
+    briefs = select_briefs(params, today)
     with model_endpoints(settings or load_llm_settings(), params.runs_dir) as (live, urls):
-        for brief in select_briefs(params, today):
+        for brief in briefs:
+            left = (
+                None if params.budget_s is None else params.budget_s - (time.monotonic() - started)
+            )
+            if left is not None and left < 1:
+                break
+            bounded = params
+            if left is not None and left < params.config.deadline_s:
+                config = params.config.model_copy(update={"deadline_s": left})
+                bounded = params.model_copy(update={"config": config})
             sid = synthesis_id(run_id, brief)
             result, log = synthesize_task(
-                brief, sid, params, live, urls["codegen"], run_dir, run_id
+                brief, sid, bounded, live, urls["codegen"], run_dir, run_id
             )
             store_task(lake, run_id, result, log, params.limits)
             results.append(result)
-    return SynthesisSummary(run_id=run_id, results=results)
+    return SynthesisSummary(run_id=run_id, results=results, skipped=len(briefs) - len(results))
 
 
 def default_run_id() -> str:

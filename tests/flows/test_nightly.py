@@ -47,10 +47,16 @@ def env_for(server: ScriptedServer, tmp: Path, prefect_home: str = "prefect") ->
     return env
 
 
+#: The nightly synthesizes a brief by default; these tests run it without (the synthesis stage
+#: has its own test, with a scripted team).
+NO_SYNTHESIS = ("--synthesize", "0")
+
+
 def nightly(env: dict[str, str], *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    wanted = args if "--synthesize" in args else (*NO_SYNTHESIS, *args)
     return subprocess.run(
-        [MAESTRO, "nightly", *args], env=env, capture_output=True, text=True, timeout=600, **kw
-    )  # type: ignore[call-overload, no-any-return]
+        [MAESTRO, "nightly", *wanted], env=env, capture_output=True, text=True, timeout=600, **kw
+    )  # type: ignore[call-overload]
 
 
 def test_nightly_writes_every_stage_and_shows_in_prefect(
@@ -138,7 +144,7 @@ def test_a_killed_run_resumes_without_missing_or_duplicate_rows(tmp_path: Path) 
             "--no-judge",
         ]
         proc = subprocess.Popen(
-            [MAESTRO, "nightly", *args],
+            [MAESTRO, "nightly", *NO_SYNTHESIS, *args],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -178,7 +184,16 @@ def test_a_killed_run_resumes_without_missing_or_duplicate_rows(tmp_path: Path) 
 def test_two_runs_at_once_lose_nothing(oracle: ScriptedServer, tmp_path: Path) -> None:
     procs = [
         subprocess.Popen(
-            [MAESTRO, "nightly", "--run-id", run_id, "--tasks-per-domain", "3", "--no-judge"],
+            [
+                MAESTRO,
+                "nightly",
+                *NO_SYNTHESIS,
+                "--run-id",
+                run_id,
+                "--tasks-per-domain",
+                "3",
+                "--no-judge",
+            ],
             env=env_for(oracle, tmp_path, prefect_home=f"prefect-{run_id}"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -45,25 +45,24 @@ def test_training_stage_runs_on_the_curated_task_set_when_asked(tmp_path: Path) 
 
 
 def test_synthesis_stage_adds_new_domains_to_the_run(tmp_path: Path) -> None:
-    from maestro.agents.codegen import Brief
+    from maestro.agents.codegen import Brief, SynthesisConfig
     from maestro.flows.synthesis import synthesis_id
     from tests.synthesis import scripted_team as team
 
-    brief = "A bike rental shop: customers rent bikes by the day."
-    sid = synthesis_id("synth", Brief(text=brief))
+    sid = synthesis_id("synth", Brief(text=team.BRIEF))
     with (
         ScriptedServer(ServerConfig(mode="oracle", latency_s=0.01)) as oracle,
         ScriptedServer(ServerConfig(mode="script")) as codegen,
     ):
         team.queue(codegen, sid, team.team_replies())
-        team.queue_tasks(codegen, sid, 4)  # the refusal's call is left unscripted: rejected
+        team.queue_tasks(codegen, sid, SynthesisConfig())  # the nightly's defaults
         env = env_for(oracle, tmp_path)
         env["MAESTRO_CODEGEN__BASE_URL"] = codegen.base_url
         env["MAESTRO_CODEGEN__MAX_RETRIES"] = "0"
         proc = nightly(
             env,
             "--run-id", "synth", "--domain", "hotel", "--tasks-per-domain", "2",
-            "--synthesize", "1", "--brief", brief, "--no-judge", "--json",
+            "--synthesize", "1", "--brief", team.BRIEF, "--no-judge", "--json",
             cwd=tmp_path,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -71,6 +70,8 @@ def test_synthesis_stage_adds_new_domains_to_the_run(tmp_path: Path) -> None:
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     new_id = team.domain_id(sid)
     assert summary["synthesis"]["funnel"]["accepted"] == 1
+    (row,) = summary["synthesis"]["results"]
+    assert row["status"] == "accepted" and row["domain"] == new_id and row["llm_calls"] > 20
     [package] = summary["synthesis"]["packages"]
     assert Path(package).parts[-2:] == ("domains", new_id)
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
@@ -80,3 +81,5 @@ def test_synthesis_stage_adds_new_domains_to_the_run(tmp_path: Path) -> None:
     verdicts = lake.read("task_verdicts").filter(pl.col("domain_id") == new_id).collect()
     assert verdicts.height == 2
     assert lake.read("blueprints").collect()["status"].to_list() == ["accepted"]
+    report = Path(summary["html"]).read_text()
+    assert "Synthesis" in report and new_id in report  # the funnel is in the report

@@ -72,7 +72,7 @@ def test_the_nightly_run_and_its_report_show_in_the_prefect_ui(
         for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
             env[f"MAESTRO_{role}__BASE_URL"] = llm.base_url
         proc = subprocess.run(
-            [MAESTRO, "nightly", "--run-id", "browser"],
+            [MAESTRO, "nightly", "--run-id", "browser", "--synthesize", "0"],
             env=env,
             capture_output=True,
             text=True,

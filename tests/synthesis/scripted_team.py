@@ -266,8 +266,8 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
     return db.update("passengers", passenger_id, phone=phone)""",
 }
 
-TOOLS["get_refund"] = '''def get_refund(db, refund_id):
-    return db.require("refunds", refund_id)'''
+TOOLS["get_refund"] = """def get_refund(db, refund_id):
+    return db.require("refunds", refund_id)"""
 
 #: The blueprint again, with the operation a reviewer finds missing.
 WITH_GET_REFUND: dict[str, Any] = copy.deepcopy(BLUEPRINT)

@@ -72,7 +72,9 @@ WRONG = [
     # create: a key of its own making, not the table's next one.
     (
         "book_sailing",
-        team.TOOLS["book_sailing"].replace('db.new_id("bookings", "BK")', '"booking-" + sailing_id'),
+        team.TOOLS["book_sailing"].replace(
+            'db.new_id("bookings", "BK")', '"booking-" + sailing_id'
+        ),
         "the new key 'booking-",
     ),
     # a clock edge: cancelling 23 hours before departure is let through (day N+1 of the rule).
@@ -101,7 +103,10 @@ WRONG = [
     # a precondition on a flag is ignored.
     (
         "add_vehicle",
-        team.TOOLS["add_vehicle"].replace('    if booking["vehicle"]:\n        raise ToolError("the booking already has a vehicle")\n', ""),
+        team.TOOLS["add_vehicle"].replace(
+            '    if booking["vehicle"]:\n        raise ToolError("the booking already has a vehicle")\n',
+            "",
+        ),
         "add_vehicle: refuses when vehicle is True",
     ),
     # a free-valued update stores something else than the parameter.

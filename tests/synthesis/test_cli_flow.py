@@ -13,12 +13,16 @@ from pathlib import Path
 
 import polars as pl
 
+from maestro.agents.codegen import SynthesisConfig
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.storage import Lake, LakeSettings
 from tests.synthesis import scripted_team as team
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
-BRIEF = "A bike rental shop: customers rent bikes by the day."
+BRIEF = team.BRIEF
+#: Fewer tasks than the defaults, to keep these runs short; the options that ask for them.
+CONFIG = SynthesisConfig(n_tasks=4, refusals=1, min_tasks=3)
+SIZES = ("--tasks", "4", "--refusals", "1", "--min-tasks", "3")
 
 
 def env_for(server: ScriptedServer, tmp: Path) -> dict[str, str]:
@@ -41,12 +45,14 @@ def synthesize(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
 def test_cli_crash_then_resume_stores_everything(tmp_path: Path) -> None:
     with ScriptedServer(ServerConfig(mode="script")) as server:
         env = env_for(server, tmp_path)
-        replies = team.team_replies(review='{"verdict": "fix"}')[:-1]  # review unscripted
+        replies = team.team_replies()[:-1]  # review unscripted
         team.queue(server, "cli1", replies)
-        team.queue_tasks(server, "cli1", 2)
+        team.queue_tasks(server, "cli1", CONFIG)
         out = str(tmp_path / "run")
-        args = ("--out", out, "--tasks", "2", "--refusals", "0", "--json")
-        first = synthesize(env, "--brief", BRIEF, "--industry", "leisure", "--id", "cli1", *args)
+        args = ("--out", out, *SIZES, "--json")
+        first = synthesize(
+            env, "--brief", BRIEF, "--industry", team.INDUSTRY, "--id", "cli1", *args
+        )
         assert first.returncode == 1, first.stderr[-3000:]
         crashed = json.loads(first.stdout.strip().splitlines()[-1])
         assert crashed["status"] == "error" and "stage review crashed" in crashed["reason"]
@@ -64,7 +70,7 @@ def test_cli_crash_then_resume_stores_everything(tmp_path: Path) -> None:
     assert blueprints.select("blueprint_id", "status", "domain_id").rows() == [
         ("cli1", "accepted", team.domain_id("cli1"))
     ]
-    assert json.loads(blueprints["blueprint_json"][0])["domain_id"] == "bike_rental"
+    assert json.loads(blueprints["blueprint_json"][0])["domain_id"] == "ferry_line"
     events = lake.read("synthesis_events").collect()
     assert events.filter(pl.col("outcome") == "error")["stage"].to_list() == ["review"]
     assert events.filter(pl.col("stage") == "review")["outcome"].sort().to_list() == [
@@ -74,8 +80,8 @@ def test_cli_crash_then_resume_stores_everything(tmp_path: Path) -> None:
     assert events["tokens"].sum() > 0
     domains = lake.read("domains").collect()
     assert domains["domain_id"].to_list() == [team.domain_id("cli1")]
-    assert domains["n_tasks"][0] == 2 and "def cancel_rental" in domains["tools_py"][0]
-    assert lake.read("tasks").collect().height == 2
+    assert domains["n_tasks"][0] == 5 and "def cancel_booking" in domains["tools_py"][0]
+    assert lake.read("tasks").collect().height == 5
 
 
 def test_cli_needs_a_brief_or_a_known_synthesis(tmp_path: Path) -> None:
@@ -100,8 +106,8 @@ import json, sys
 from maestro.agents.codegen import Brief, SynthesisConfig
 from maestro.flows.synthesis import SynthesisParams, synthesis_flow
 params = SynthesisParams(
-    briefs=[Brief(text=sys.argv[1], industry="leisure")], per_night=1,
-    config=SynthesisConfig(n_tasks=2, refusals=0), runs_dir=sys.argv[2],
+    briefs=[Brief(text=sys.argv[1], industry="transport")], per_night=1,
+    config=SynthesisConfig(n_tasks=4, refusals=1, min_tasks=3), runs_dir=sys.argv[2],
 )
 print(json.dumps(synthesis_flow(params, run_id="night1")))
 """
@@ -111,10 +117,10 @@ def test_the_flow_synthesizes_tonights_briefs_into_ingestable_packages(tmp_path:
     from maestro.agents.codegen import Brief
     from maestro.flows.synthesis import synthesis_id
 
-    sid = synthesis_id("night1", Brief(text=BRIEF, industry="leisure"))
+    sid = synthesis_id("night1", Brief(text=BRIEF, industry=team.INDUSTRY))
     with ScriptedServer(ServerConfig(mode="script")) as server:
         team.queue(server, sid, team.team_replies())
-        team.queue_tasks(server, sid, 2)
+        team.queue_tasks(server, sid, CONFIG)
         proc = subprocess.run(
             [sys.executable, "-c", FLOW, BRIEF, str(tmp_path / "runs")],
             env=env_for(server, tmp_path),
@@ -125,7 +131,13 @@ def test_the_flow_synthesizes_tonights_briefs_into_ingestable_packages(tmp_path:
         assert proc.returncode == 0, proc.stderr[-3000:]
         server.assert_done()
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert summary["funnel"] == {"briefs": 1, "accepted": 1, "rejected": 0, "error": 0}
+    assert summary["funnel"] == {
+        "briefs": 1,
+        "accepted": 1,
+        "rejected": 0,
+        "error": 0,
+        "skipped": 0,
+    }
     package = tmp_path / "runs" / "night1" / "domains" / team.domain_id(sid)
     assert summary["packages"] == [str(package)]
     assert sorted(p.name for p in package.iterdir()) == [
@@ -155,9 +167,9 @@ def test_a_killed_synthesis_resumes_without_redoing_finished_stages(tmp_path: Pa
     with ScriptedServer(ServerConfig(mode="script", latency_s=1.5)) as server:
         env = env_for(server, tmp_path)
         team.queue(server, "kill", team.team_replies())
-        team.queue_tasks(server, "kill", 2)
+        scripted = team.queue_tasks(server, "kill", CONFIG)
         out = tmp_path / "run"
-        args = ("--out", str(out), "--tasks", "2", "--refusals", "0", "--no-lake", "--json")
+        args = ("--out", str(out), *SIZES, "--no-lake", "--json")
         proc = subprocess.Popen(
             [MAESTRO, "synthesize", "--brief", BRIEF, "--id", "kill", *args],
             env=env,
@@ -178,4 +190,4 @@ def test_a_killed_synthesis_resumes_without_redoing_finished_stages(tmp_path: Pa
     result = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert result["status"] == "accepted" and result["resumed"] is True
     assert [s["stage"] for s in result["stages"]][:2] == ["blueprint", "data"]
-    assert server.model.stats.calls["codegen"] == 9  # nothing asked twice
+    assert server.model.stats.calls["codegen"] == 13 + scripted  # nothing asked twice

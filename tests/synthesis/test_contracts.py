@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from maestro.agents.codegen.answers import (
@@ -112,7 +112,9 @@ def test_the_data_prompts_shape_parses_and_only_its_placeholders_are_refused() -
     with pytest.raises(DataError) as err:
         parse_data(bp, shape, CONFIG.limits().model_copy(update={"seeds": 1}))
     problems = str(err.value).split("; ")
-    assert problems and all("is a placeholder to replace" in p or "distinct value(s)" in p for p in problems)
+    assert problems and all(
+        "is a placeholder to replace" in p or "distinct value(s)" in p for p in problems
+    )
     # Keys follow each table's own prefix, never one pattern for all.
     assert '"passenger_id": "PS1001"' in text and '"booking_id": "BK1001"' in text
     assert "C1001" not in text

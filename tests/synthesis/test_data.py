@@ -131,7 +131,9 @@ def test_bad_records_are_dropped_with_why_and_too_few_left_is_an_error(bp: Bluep
 
 
 def test_a_lookup_needs_its_identifiers_to_name_one_record(bp: Blueprint) -> None:
-    data = answer(passengers__1__email="maren.okafor@gmail.com", passengers__1__date_of_birth="1984-03-12")
+    data = answer(
+        passengers__1__email="maren.okafor@gmail.com", passengers__1__date_of_birth="1984-03-12"
+    )
     with pytest.raises(DataError, match="PS1001 and PS1002 share"):
         parse_data(bp, data, LIMITS)
 
@@ -240,21 +242,48 @@ DENTAL: dict[str, Any] = {
         },
     ],
     "operations": [
-        {"name": "find_patient", "kind": "lookup", "table": "patients", "description": "Find.",
-         "by": ["last_name", "date_of_birth"]},
-        {"name": "list_patient_slots", "kind": "list", "table": "slots", "description": "List.",
-         "by": ["patient_id"]},
-        {"name": "get_slot", "kind": "read", "table": "slots", "description": "Show.",
-         "params": {"slot_id": "str"}},
-        {"name": "book_slot", "kind": "update", "table": "slots", "description": "Book.",
-         "params": {"slot_id": "str", "patient_id": "str"},
-         "requires": [{"check": "status", "test": "in", "value": ["open"]},
-                      {"check": "slot_id.patient_id", "test": "is_null"}],
-         "sets": {"status": "booked", "patient_id": "$patient_id"}},
-        {"name": "cancel_slot", "kind": "update", "table": "slots", "description": "Cancel.",
-         "params": {"slot_id": "str"},
-         "requires": [{"check": "status", "test": "in", "value": ["booked"]}],
-         "sets": {"status": "open", "patient_id": None}},
+        {
+            "name": "find_patient",
+            "kind": "lookup",
+            "table": "patients",
+            "description": "Find.",
+            "by": ["last_name", "date_of_birth"],
+        },
+        {
+            "name": "list_patient_slots",
+            "kind": "list",
+            "table": "slots",
+            "description": "List.",
+            "by": ["patient_id"],
+        },
+        {
+            "name": "get_slot",
+            "kind": "read",
+            "table": "slots",
+            "description": "Show.",
+            "params": {"slot_id": "str"},
+        },
+        {
+            "name": "book_slot",
+            "kind": "update",
+            "table": "slots",
+            "description": "Book.",
+            "params": {"slot_id": "str", "patient_id": "str"},
+            "requires": [
+                {"check": "status", "test": "in", "value": ["open"]},
+                {"check": "slot_id.patient_id", "test": "is_null"},
+            ],
+            "sets": {"status": "booked", "patient_id": "$patient_id"},
+        },
+        {
+            "name": "cancel_slot",
+            "kind": "update",
+            "table": "slots",
+            "description": "Cancel.",
+            "params": {"slot_id": "str"},
+            "requires": [{"check": "status", "test": "in", "value": ["booked"]}],
+            "sets": {"status": "open", "patient_id": None},
+        },
     ],
     "rules": ["Verify the patient's last name and date of birth first."],
 }
@@ -270,12 +299,28 @@ def test_a_null_reference_stays_null_and_is_never_repaired() -> None:
     raw = {
         "records": {
             "patients": [
-                dict(zip(["patient_id", "first_name", "last_name", "email", "date_of_birth"], p, strict=True))
+                dict(
+                    zip(
+                        ["patient_id", "first_name", "last_name", "email", "date_of_birth"],
+                        p,
+                        strict=True,
+                    )
+                )
                 for p in people
             ],
             "slots": [
-                {"slot_id": "SO1001", "patient_id": None, "starts_at": "2026-01-07T09:30:00", "status": "open"},
-                {"slot_id": "SO1002", "patient_id": "PA1002", "starts_at": "2026-01-08T14:00:00", "status": "booked"},
+                {
+                    "slot_id": "SO1001",
+                    "patient_id": None,
+                    "starts_at": "2026-01-07T09:30:00",
+                    "status": "open",
+                },
+                {
+                    "slot_id": "SO1002",
+                    "patient_id": "PA1002",
+                    "starts_at": "2026-01-08T14:00:00",
+                    "status": "booked",
+                },
             ],
         },
         "values": {

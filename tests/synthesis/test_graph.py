@@ -83,7 +83,10 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     refusals = [t for t in domain.tasks if t.category == "refusal"]
     assert len(domain.tasks) == 13 and len(refusals) == 3
     assert all(replay_gold(domain, t).ok for t in domain.tasks)
-    assert domain.manifest.clock is not None and domain.manifest.clock.isoformat() == "2026-01-05T09:00:00"
+    assert (
+        domain.manifest.clock is not None
+        and domain.manifest.clock.isoformat() == "2026-01-05T09:00:00"
+    )
     checks, totals = validate_targets([Path(result.package)])
     assert totals["problems"] == [] and len(checks) == 1, totals
     assert totals["gold_pass"] == totals["null_fail"] == totals["perturbed_fail"] == 13

@@ -189,11 +189,16 @@ def test_an_impossible_operation_is_found_before_any_code_is_written() -> None:
 
 def test_field_types() -> None:
     assert FieldType.parse("enum:a|b").choices == ("a", "b")
-    assert FieldType.parse("ref:customers?") == FieldType(base="ref", ref="customers", nullable=True)
+    assert FieldType.parse("ref:customers?") == FieldType(
+        base="ref", ref="customers", nullable=True
+    )
     window = FieldType.parse("date:-30d..+2w")
     assert (window.low, window.high) == (-30, 14)
     assert window.window(CLOCK) == (date(2025, 12, 6), date(2026, 1, 19))
-    assert window.bounds_problem("2025-12-05", CLOCK) == "'2025-12-05' is outside 2025-12-06..2026-01-19"
+    assert (
+        window.bounds_problem("2025-12-05", CLOCK)
+        == "'2025-12-05' is outside 2025-12-06..2026-01-19"
+    )
     assert window.bounds_problem("2025-12-06", CLOCK) is None
     assert FieldType.parse("date:-85y..-18y").low == -85 * 365
     assert FieldType.parse("float:0..9.5").bounds_problem(9.6, CLOCK) == "9.6 is outside 0..9.5"
@@ -226,8 +231,8 @@ def test_field_types() -> None:
 def test_date_conditions_hold_up_to_their_boundary_at_the_clock(
     test: str, n: int, base: str, passes: str, fails: str
 ) -> None:
-    cond = Condition(check="x.when", test=test, value=n)  # type: ignore[arg-type]
-    ftype = FieldType(base=base, nullable=True)  # type: ignore[arg-type]
+    cond = Condition.model_validate({"check": "x.when", "test": test, "value": n})
+    ftype = FieldType.model_validate({"base": base, "nullable": True})
     assert holds(cond, passes, ftype, {}, CLOCK)
     assert not holds(cond, fails, ftype, {}, CLOCK)
     assert not holds(cond, None, ftype, {}, CLOCK)  # a null fails every test but is_null
@@ -310,7 +315,9 @@ def test_a_tool_gets_the_hosts_decorator_signature_and_docstring() -> None:
     assert "Find a passenger by email and date of birth" in function
     assert "date_of_birth: The date of birth, a date written YYYY-MM-DD." in function
     assert "import os" not in function
-    listing = normalise_tool(bp, bp.operation("list_passenger_bookings"), team.TOOLS["list_passenger_bookings"])
+    listing = normalise_tool(
+        bp, bp.operation("list_passenger_bookings"), team.TOOLS["list_passenger_bookings"]
+    )
     assert "-> list:" in listing and 'such as "PS1001"' in listing
     assert check_tools_source(tools_source(bp, {"find_passenger": function}), "tools.py") == []
     vehicle = bp.operation("add_vehicle")

@@ -188,13 +188,17 @@ def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
         "synthesis/toy/refusal-0",
         "codegen",
         [
-            Reply(content=refusal(1, ["we will refund you in full"], first[0])),  # not in the policy
+            Reply(
+                content=refusal(1, ["we will refund you in full"], first[0])
+            ),  # not in the policy
             Reply(content=refusal(1, ["account holder"])),  # the customer is not told the values
             Reply(content=refusal(1, ["account holder"], first[0])),
         ],
     )
     if plans[1].group:
-        scripted.script("synthesis/toy/refusal-1", "codegen", [Reply(content='{"candidate": null}')])
+        scripted.script(
+            "synthesis/toy/refusal-1", "codegen", [Reply(content='{"candidate": null}')]
+        )
     out = run(scripted, toy, n=0, seed=0, refusals=2)
     (task,) = out.tasks
     assert task.category == "refusal" and task.id == "toy_syn0_r001"

@@ -151,9 +151,9 @@ class FieldType(_Strict):
         """Why a value of the right type lies outside its range or window, or None."""
         if value is None:
             return None
-        if self.numeric and self.low is not None and self.high is not None:
-            if not self.low <= value <= self.high:
-                return f"{value!r} is outside {self.low:g}..{self.high:g}"
+        ranged = self.numeric and self.low is not None and self.high is not None
+        if ranged and not self.low <= value <= self.high:
+            return f"{value!r} is outside {self.low:g}..{self.high:g}"
         window = self.window(clock)
         if window is not None:
             when = parse_when(value, self.base)

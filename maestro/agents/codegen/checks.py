@@ -530,8 +530,9 @@ def _run_one(domain: Domain, t: ToolTest) -> list[str]:
     if t.creates:
         added = sorted(set(session.keys(t.creates)) - before_keys)
         if len(added) != 1:
-            return failures + [
-                f"{t.name}: {call} added {len(added)} {t.creates} record(s), expected 1"
+            return [
+                *failures,
+                f"{t.name}: {call} added {len(added)} {t.creates} record(s), expected 1",
             ]
         new_key = added[0]
         if (
@@ -546,11 +547,11 @@ def _run_one(domain: Domain, t: ToolTest) -> list[str]:
                 f"{t.name}: {call} returned {out.content[:200]!r}, which does not show the new key {new_key!r}"
             )
     for e in t.expect:
-        key = e.key if e.key is not None else new_key
-        after = session.get(e.table, str(key)) or {}
+        where = e.key if e.key is not None else new_key
+        after = session.get(e.table, str(where)) or {}
         if not _same(e.value, after.get(e.field), e.base):
             failures.append(
-                f"{t.name}: after {call}{on}, {e.table}/{key}.{e.field} is {after.get(e.field)!r}, expected {e.value!r}"
+                f"{t.name}: after {call}{on}, {e.table}/{where}.{e.field} is {after.get(e.field)!r}, expected {e.value!r}"
             )
     return failures
 

@@ -201,14 +201,15 @@ def blueprint_problems(bp: BlueprintDraft) -> list[str]:
         problems.append("no operation changes anything: add update or create operations")
     ops = {op.name: op for op in bp.operations}
     for i, rule in enumerate(bp.agent_rules):
-        op = ops.get(rule.operation)
-        if op is None or op.tool_kind != "write":
+        target = ops.get(rule.operation)
+        if target is None or target.tool_kind != "write":
             problems.append(
                 f"agent_rules[{i}]: {rule.operation!r} is not an update or create operation"
             )
             continue
         for j, cond in enumerate(rule.refuse_when):
-            problems.extend(condition_problems(bp, op, cond, f"agent_rules[{i}].refuse_when[{j}]"))
+            where = f"agent_rules[{i}].refuse_when[{j}]"
+            problems.extend(condition_problems(bp, target, cond, where))
     return problems
 
 
@@ -478,8 +479,8 @@ def holds(
     if isinstance(when, datetime) != isinstance(edge, datetime):
         return False  # hours on a date field: rejected when the blueprint was checked
     if test in ("within_last_days", "at_least_days_ahead", "at_least_hours_ahead"):
-        return bool(when >= edge)  # type: ignore[operator]
-    return bool(when < edge)  # type: ignore[operator]
+        return bool(when >= edge)
+    return bool(when < edge)
 
 
 def date_edge(test: str, n: int, clock: datetime, *, datetime_field: bool) -> date | datetime:

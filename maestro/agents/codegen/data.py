@@ -94,7 +94,7 @@ def data_answer_model(bp: Blueprint) -> type[BaseModel]:
     records: dict[str, Any] = {e.table: (list[record_type(e)], ...) for e in bp.entities}  # type: ignore[misc]
     values: dict[str, Any] = {}
     for e in bp.entities:
-        fields = {f: (list[str], ...) for f in text_fields(e)}
+        fields: dict[str, Any] = {f: (list[str], ...) for f in text_fields(e)}
         values[e.table] = (create_model(f"{e.name}Values", __base__=_StrictRecord, **fields), ...)
     return create_model(
         "DataAnswer",
@@ -152,7 +152,8 @@ def parse_data(bp: Blueprint, raw: Any, limits: DataLimits) -> SeedData:
                 )
             )
         problems += _uniqueness_problems(bp, e, out.records[e.table])
-        given = values.get(e.table) if isinstance(values.get(e.table), dict) else {}
+        listed = values.get(e.table)
+        given: dict[str, Any] = listed if isinstance(listed, dict) else {}
         out.values[e.table] = {}
         for f in text_fields(e):
             out.values[e.table][f], found = _vocabulary(

@@ -82,9 +82,8 @@ def placeholder_reason(value: str, field: str, table: str) -> str | None:
     own |= {w.rstrip("s") for w in own}
     if words and re.fullmatch(r"[a-z ]+ ?\d+", plain) and all(w in own for w in words):
         return "the field's name and a number"
-    if words and all(w in own or w in PLACEHOLDER_WORDS for w in words) and len(words) <= 3:
-        if plain.replace(" ", "") in {field.replace("_", ""), table.rstrip("s")}:
-            return "the field's own name"
+    if plain.replace(" ", "") in {field.replace("_", ""), table.rstrip("s")}:
+        return "the field's own name"
     return None
 
 

@@ -266,8 +266,9 @@ def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
                 f"First raise ToolError when no {table} record has the key {p} (db.require)."
             )
         match = ", ".join(f"{f}={f}" for f in op.by)
-        return out + [
-            f"Return the list of {op.table} records whose fields {op.by} equal the parameters (db.find({op.table!r}, {match})); it may be empty."
+        return [
+            *out,
+            f"Return the list of {op.table} records whose fields {op.by} equal the parameters (db.find({op.table!r}, {match})); it may be empty.",
         ]
     lines.append(
         "First check, before changing anything, and raise ToolError with a message saying which "

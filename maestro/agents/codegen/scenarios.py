@@ -250,7 +250,7 @@ def plan_walks(
                 exclude=taken,
                 tools=[rule.operation],
                 anchors=rule.anchors(start),
-                keep=lambda w, r=rule: r.applies(w.writes[0].arguments, start),
+                keep=_applies(rule, start),
             )
             taken += [w.signature() for w in group]
             plans.append(RefusalPlan(group, rule))
@@ -270,6 +270,15 @@ def plan_walks(
             RefusalPlan(pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL])
         )
     return walks, plans
+
+
+def _applies(rule: RefusalRule, start: Session) -> Callable[[Walk], bool]:
+    """Whether a candidate walk's write is one the rule forbids, on the task's starting state."""
+
+    def keep(walk: Walk) -> bool:
+        return rule.applies(walk.writes[0].arguments, start)
+
+    return keep
 
 
 async def synthesize_tasks(
