@@ -35,6 +35,7 @@ def synthesize(
     min_tasks: int = typer.Option(
         8, min=1, max=250, help="Fewest tasks (refusals included) to accept."
     ),
+    min_refusals: int = typer.Option(1, min=0, max=50, help="Fewest refusal tasks to accept."),
     records: int = typer.Option(
         100, min=1, max=10_000, help="Records of each main table, grown from seeds."
     ),
@@ -67,6 +68,7 @@ def synthesize(
             n_tasks=tasks,
             refusals=refusals,
             min_tasks=min_tasks,
+            min_refusals=min_refusals,
             records_per_table=records,
             catalog_records=catalog_records,
             llm_records_per_table=llm_records,

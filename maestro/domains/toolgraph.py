@@ -351,24 +351,35 @@ def _related(domain: Domain, session: Session, p: ParamSource, known: Known) -> 
         if p.name in rec and not isinstance(rec[p.name], dict | list) and rec[p.name] is not None:
             out.append(rec[p.name])
     if p.table:
-        # Records of the parameter's table that point at a known record (a guest's cards).
+        # Records of the parameter's table that point at a known record (a guest's cards), but
+        # not another person's (a booking on the same sailing made by someone else).
         spec = domain.tables[p.table]
         for t, k, _ in known:
             fk = domain.tables[t].key_field
             fields = spec.model.model_fields if spec.model else {}
             if fk in fields and fk != spec.key_field:
-                out.extend(r[spec.key_field] for r in session.find(p.table, **{fk: k})[:20])
+                out.extend(
+                    r[spec.key_field]
+                    for r in session.find(p.table, **{fk: k})[:20]
+                    if _consistent(domain, session, p.table, r[spec.key_field], known)
+                )
     return list(dict.fromkeys(v for v in out if not isinstance(v, dict | list)))
 
 
 def _value(
-    domain: Domain, session: Session, p: ParamSource, known: Known, rng: random.Random
+    domain: Domain,
+    session: Session,
+    p: ParamSource,
+    known: Known,
+    rng: random.Random,
+    *,
+    exact: bool = False,
 ) -> Any:
     related = _related(domain, session, p, known)
     if p.choices:
         pool = [v for v in related if v in p.choices] or list(p.choices)
         return rng.choice(pool)
-    if related and (rng.random() < 0.85 or not (p.table or p.column)):
+    if related and (exact or rng.random() < 0.85 or not (p.table or p.column)):
         return rng.choice(related)
     if p.text_format and not p.column:
         return _when(domain, p.text_format, rng)
@@ -400,11 +411,22 @@ def _when(domain: Domain, kind: str, rng: random.Random) -> str:
     return when.replace(hour=rng.choice((9, 10, 11, 14, 15, 16)), minute=0, second=0).isoformat()
 
 
+def _people(domain: Domain) -> set[str]:
+    """Tables of people (customers, guests, patients): those holding contact details."""
+    out = set()
+    for name, spec in domain.tables.items():
+        fields = spec.model.model_fields if spec.model else {}
+        if any(w in f for f in fields for w in ("email", "phone", "birth")):
+            out.add(name)
+    return out
+
+
 def _consistent(domain: Domain, session: Session, table: str, key: str, known: Known) -> bool:
-    """Whether a record points only at known records of the tables the walk already holds."""
+    """Whether a record belongs to nobody else: it points at no other person than the ones the
+    walk already holds (a task is one customer's)."""
     record = session.get(table, key) or {}
     key_tables = {s.key_field: n for n, s in domain.tables.items()}
-    held = {t for t, _, _ in known}
+    held = {t for t, _, _ in known} & _people(domain)
     for fname, value in record.items():
         target = key_tables.get(fname)
         if target is None or target == table or target not in held or not isinstance(value, str):
@@ -422,9 +444,11 @@ def _fill(
     rng: random.Random,
     *,
     optional_rate: float,
+    exact: bool = False,
 ) -> dict[str, Any] | None:
-    """Arguments for a call, each related to the known records where possible; None when a
-    required one cannot be found."""
+    """Arguments for a call, each related to the known records where possible (always, when
+    ``exact``: a read in a chain asks about the walk's own records); None when a required one
+    cannot be found."""
     args: dict[str, Any] = {}
     for p in params:
         if not p.required:
@@ -434,7 +458,7 @@ def _fill(
             if p.scalar == "bool" and not p.choices and isinstance(p.default, bool):
                 args[p.name] = not p.default
                 continue
-        value = _value(domain, session, p, known, rng)
+        value = _value(domain, session, p, known, rng, exact=exact)
         if value is None:
             if p.required:
                 return None
@@ -562,14 +586,28 @@ def _reads_before(
     chain: list[tuple[ToolNode, dict[str, Any]]] = []
     node, args = target
     session = domain.start_session()
-    for _ in range(rng.randint(options.min_reads, options.max_reads)):
+    wanted = rng.randint(options.min_reads, options.max_reads)
+    for i in range(options.max_reads + 1):
+        # With min_reads, the chain goes on until its first call takes only what a person
+        # knows (an email, a name), not a record's key: a customer does not know their id.
+        natural = not any(p.table for p in node.params if p.name in args)
+        if i >= wanted and (natural or options.min_reads == 0 or i >= options.max_reads):
+            break
         needed = {str(args[p.name]) for p in node.params if p.table and p.name in args}
         found = []
         for edge in graph.predecessors(node.name):
             prev = graph.nodes[edge.source]
             if prev.kind != "read" or any(prev.name == c[0].name for c in chain):
                 continue
-            prev_args = _fill(domain, session, prev.params, list(known), rng, optional_rate=0.0)
+            prev_args = _fill(
+                domain,
+                session,
+                prev.params,
+                list(known),
+                rng,
+                optional_rate=0.0,
+                exact=options.min_reads > 0,
+            )
             if prev_args is None:
                 continue
             out = domain.toolkit.call(session.fork(), prev.name, prev_args)

@@ -105,7 +105,7 @@ def test_one_value_in_every_record_is_refused(bp: Blueprint) -> None:
     data = answer()
     for rec in data["records"]["refunds"]:
         rec["reason"] = "Customer request"
-    with pytest.raises(DataError, match="refunds.reason is 'Customer request' in 4 of 4 records"):
+    with pytest.raises(DataError, match=r"refunds\.reason is 'Customer request' in 4 of 4 records"):
         parse_data(bp, data, LIMITS)
 
 

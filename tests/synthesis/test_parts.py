@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import date, datetime
 from typing import Any
 
@@ -343,7 +344,7 @@ def test_policy_and_review_answers_are_checked() -> None:
     assert parse_review(json.dumps(missing), tools) == ("blueprint", "Missing operation.")
     with pytest.raises(ParseError, match="must name one of the tools"):
         parse_review('{"verdict": "fix", "stage": "tools", "tool": "nope", "problem": "x"}', tools)
-    with pytest.raises(ParseError, match='"verdict": "ok" | "fix"'):
+    with pytest.raises(ParseError, match=re.escape('{"verdict": "ok" | "fix", ...}')):
         parse_review('{"ok": true}', tools)
     with pytest.raises(ParseError, match='needs "stage"'):
         parse_review('{"verdict": "fix", "stage": "", "tool": "", "problem": "x"}', tools)

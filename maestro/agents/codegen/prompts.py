@@ -12,7 +12,14 @@ import json
 from datetime import datetime
 from typing import Any
 
-from maestro.agents.codegen.blueprint import Adjust, Blueprint, Entity, FieldType, Operation
+from maestro.agents.codegen.blueprint import (
+    Adjust,
+    Blueprint,
+    Condition,
+    Entity,
+    FieldType,
+    Operation,
+)
 from maestro.agents.codegen.conditions import Target, condition_text, record_params, resolve
 from maestro.agents.codegen.data import DataLimits, text_fields
 from maestro.agents.codegen.example import EXAMPLE
@@ -62,10 +69,11 @@ BLUEPRINT_LANGUAGE = """The language:
   datetime:+1d..+30d give the window, relative to today, where values fall (units d, w, y:
   date:-85y..-18y for a birth date). A trailing ? makes a field nullable (ref:patients? for a
   slot no patient holds yet). Give every date and number its window or range.
-- operations: 5 to 12, what the desk needs for the brief: a lookup that finds the customer by
-  what they know (email, or name and date of birth), lists of their records, reads, and the
-  changes customers ask for: records to create (bookings, returns, tickets), updates,
-  cancellations.
+- operations: 5 to 12, what the desk needs for the brief: at least one lookup that finds the
+  customer by what they know (email, or name and date of birth), lists of their records, reads,
+  and the changes customers ask for: records to create (bookings, returns, tickets), updates,
+  cancellations. An operation's "table" is the table of the record it reads or changes, or the
+  one it adds a record to. Names are snake_case (entity names CamelCase).
   - kind read: params hold the table's key; returns that record.
   - kind lookup: "by" lists the fields matched, params are exactly those fields (the fields'
     types, without range or window); returns the one record matching all of them.
@@ -113,6 +121,14 @@ def blueprint_messages(
         BLUEPRINT_LANGUAGE,
     ]
     return chat(lines, previous, feedback)
+
+
+def check_words(bp: Blueprint, op: Operation, cond: Condition) -> str:
+    """A check in words, its subject written out in full (``booking_id.status``, not
+    ``status``), with the absolute date of a clock-relative boundary."""
+    subject = resolve(bp, op, cond.check)
+    shown = cond.model_copy(update={"check": subject.text})
+    return condition_text(shown, subject.ftype, bp.clock)
 
 
 # ----- data -------------------------------------------------------------------------------------
@@ -165,16 +181,12 @@ def data_messages(
     checks = []
     for op in bp.operations:
         if op.requires:
-            words = "; ".join(
-                condition_text(c, resolve(bp, op, c.check).ftype, bp.clock) for c in op.requires
-            )
+            words = "; ".join(check_words(bp, op, c) for c in op.requires)
             checks.append(f"- {op.name}: {words}")
     rules = []
     for r in bp.agent_rules:
         op = bp.operation(r.operation)
-        words = "; ".join(
-            condition_text(c, resolve(bp, op, c.check).ftype, bp.clock) for c in r.refuse_when
-        )
+        words = "; ".join(check_words(bp, op, c) for c in r.refuse_when)
         rules.append(f"- {r.operation}: {r.rule} (applies when {words})")
     fields = ", ".join(f"{e.table}.{f}" for e in bp.entities for f in text_fields(e))
     lines = [
@@ -184,7 +196,7 @@ def data_messages(
         "Tables (X.f below is field f of the record that parameter X names):",
         *tables,
         "",
-        f"Write {limits.seeds} to {limits.seeds + 2} seed records per table, keys numbered from "
+        f"Write {limits.seeds} to {limits.seeds + 4} seed records per table, keys numbered from "
         "1001 with each table's own prefix. The host then grows each main table to about "
         f"{limits.main_size} records and each catalog to {limits.catalog_size}: a grown record "
         "copies a seed's enum values, booleans and nulls, points its references at other "
@@ -193,7 +205,10 @@ def data_messages(
         "- give seeds of every kind the operations need: some that meet each operation's checks "
         "(below) and some that do not, and some to which each agent rule applies;",
         "- a ref field holds the key of a seed record of that table (or null where the type "
-        "allows); dates fall inside their windows;",
+        "allows); dates fall inside their windows, past events in the past and coming ones "
+        "in the future;",
+        "- where a value repeats one of the referenced record (a booking's fare paid is its "
+        "sailing's fare), write it so in every seed: grown records then copy it the same way;",
         "- every text value is real-looking data: real people's names, real streets and towns, "
         "real product names, emails at real providers (gmail.com, outlook.com...). Never "
         'placeholders ("name 4", "Book title 6", "string", "example", "...", lorem ipsum) and '
@@ -242,7 +257,7 @@ def _effect_words(bp: Blueprint, op: Operation, target: str, value: Any) -> str:
         if "." in value:
             return f"{name} = the value of {value[1:]} before this call"
         return f"{name} = the parameter {value[1:]}"
-    return f"{name} = {json.dumps(value)}"
+    return f"{name} = {value!r}"
 
 
 def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
@@ -277,7 +292,7 @@ def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
     for p, table in named.items():
         lines.append(f"- the {table} record {p} names exists (db.require raises ToolError);")
     for c in op.requires:
-        lines.append(f"- {condition_text(c, resolve(bp, op, c.check).ftype, bp.clock)};")
+        lines.append(f"- {check_words(bp, op, c)};")
     lines.append("Then make these changes, and nothing else:")
     if op.kind == "create":
         lines.append(
@@ -300,20 +315,24 @@ def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
     return lines
 
 
+def _param_words(bp: Blueprint, op: Operation, name: str) -> str:
+    table = record_params(bp, op).get(name)
+    if table is not None:
+        return f"str, the key of a {table} record"
+    return FieldType.parse(op.params[name]).describe(bp.clock)
+
+
 def tool_messages(
     bp: Blueprint, op: Operation, previous: str | None, feedback: str | None
 ) -> Messages:
     tables = [line for t in _touched_tables(bp, op) for line in _table_lines(bp, bp.entity(t))]
-    params = (
-        ", ".join(f"{p} ({FieldType.parse(t).describe(bp.clock)})" for p, t in op.params.items())
-        or "none"
-    )
+    params = "; ".join(f"{p}: {_param_words(bp, op, p)}" for p in op.params) or "none"
     lines = [
         f"Write one Python function: the tool {op.name} of {bp.name} ({bp.description}).",
         clock_line(bp.clock),
         f"What it does: {op.description}",
         f"Parameters: {params}. A date parameter arrives as a string YYYY-MM-DD, a datetime "
-        "one as YYYY-MM-DDTHH:MM:SS.",
+        "one as YYYY-MM-DDTHH:MM:SS (their types IsoDate and IsoDateTime are str).",
         "Tables it uses (records are dicts; a date field holds a string YYYY-MM-DD, a datetime "
         "field YYYY-MM-DDTHH:MM:SS, a null field None):",
         *tables,
@@ -354,6 +373,14 @@ def policy_messages(bp: Blueprint, previous: str | None, feedback: str | None) -
         "Answer with the Markdown only.",
     ]
     return chat(lines, previous, feedback)
+
+
+def tool_line(bp: Blueprint, op: Operation) -> str:
+    """One tool as the reviewer sees it: its signature, what it does, and what it checks."""
+    line = f"{op.name}({', '.join(op.params)}) [{op.kind}]: {op.description}"
+    if op.requires:
+        line += " It refuses unless: " + "; ".join(check_words(bp, op, c) for c in op.requires)
+    return line
 
 
 def review_examples(tools: list[str]) -> list[str]:
@@ -397,6 +424,9 @@ def review_messages(
         "Tables: " + "; ".join(f"{e.table} ({', '.join(e.fields)})" for e in bp.entities),
         f"Policy:\n{policy}",
         "Tools:\n" + "\n".join(f"- {t}" for t in tools),
+        "Rules the agent upholds by refusing, which the tools deliberately accept (the refusal "
+        "tasks test them; do not ask a tool to enforce them):\n"
+        + ("\n".join(f"- {r.operation}: {r.rule}" for r in bp.agent_rules) or "- (none)"),
         "Tasks:\n" + "\n".join(f"- {t}" for t in tasks),
         'Answer with one JSON object: "verdict" is "ok" when they agree, or "fix" with "stage" '
         'naming what must change: "blueprint" (an operation is missing or wrong: say which), '

@@ -232,7 +232,11 @@ def plan_walks(
     single writes and the model judges them against the policy."""
     graph = build_tool_graph(domain, seed=seed)
     existing = [_task_signature(t) for t in domain.tasks]
-    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing, min_reads=min_reads)
+    # A chain of reads long enough to start from what a customer knows (a lookup by email).
+    max_reads = 3 if min_reads else 2
+    walks = sample_walks(
+        domain, graph, n, seed=seed, exclude=existing, min_reads=min_reads, max_reads=max_reads
+    )
     taken = existing + [w.signature() for w in walks]
     plans: list[RefusalPlan] = []
     if rules:
@@ -245,6 +249,7 @@ def plan_walks(
                 CANDIDATES_PER_RULE,
                 seed=seed + 7919 + j,
                 min_reads=min_reads,
+                max_reads=max_reads,
                 max_writes=1,
                 optional_rate=0.6,
                 exclude=taken,

@@ -447,10 +447,7 @@ class SynthesisTeam:
             return self._ok(state, att, "review turned off", attempts=attempts, route="finalize")
         bp = Blueprint.model_validate(state["blueprint"])
         files = state["files"]
-        tools = [
-            f"{op.name}({', '.join(op.params)}) [{op.kind}]: {op.description}"
-            for op in bp.operations
-        ]
+        tools = [prompts.tool_line(bp, op) for op in bp.operations]
         tasks = [_task_line(line) for line in files["tasks.jsonl"].splitlines() if line.strip()]
         previous, feedback = self._retry(state, "review")
         messages = prompts.review_messages(bp, files["policy.md"], tools, tasks, previous, feedback)
