@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
 from maestro.agents.codegen.graph import SynthesisNotFoundError, synthesis_folder
+from maestro.cli.inputs import seconds
 
 
 def synthesize(
@@ -50,6 +51,12 @@ def synthesize(
         help="The world's now (default 2026-01-05T09:00).",
     ),
     review: bool = typer.Option(True, help="Let an LLM critic review the finished domain."),
+    deadline_s: float = typer.Option(
+        7200.0,
+        parser=seconds,
+        metavar="SECONDS",
+        help="Wall time of this run; past it the synthesis stops, resumable.",
+    ),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed for data filling and task walks."),
     resume: str | None = typer.Option(None, help="A synthesis id to resume (under --out)."),
     new_id: str | None = typer.Option(
@@ -75,6 +82,7 @@ def synthesize(
             values_per_field=values,
             review=review,
             seed=seed,
+            deadline_s=deadline_s,
             **({"clock": clock} if clock else {}),
         )
     except ValidationError as exc:

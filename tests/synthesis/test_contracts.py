@@ -174,3 +174,20 @@ def test_schemas_drop_what_grammar_converters_refuse() -> None:
     clean = clean_schema(raw)
     assert keywords(clean) <= ALLOWED
     assert clean["required"] == raw["required"]
+
+
+def test_every_stage_schema_becomes_a_llama_cpp_grammar() -> None:
+    """The embedded server constrains decoding with llama.cpp's JSON-schema converter: each
+    stage's schema must convert, and the grammar must parse."""
+    grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    bp = team.blueprint(CONFIG)
+    for name, model in [
+        ("blueprint", BlueprintDraft),
+        ("data", data_answer_model(bp)),
+        ("review", ReviewAnswer),
+        ("scenario", ScenarioDraft),
+        ("refusal", RefusalDraft),
+    ]:
+        schema = response_format(name, model)["json_schema"]["schema"]
+        gbnf = grammar.json_schema_to_gbnf(json.dumps(schema))
+        grammar.LlamaGrammar.from_string(gbnf, verbose=False)
