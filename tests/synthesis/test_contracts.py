@@ -9,8 +9,10 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 import pytest
+from pydantic import BaseModel
 
 from maestro.agents.codegen.answers import (
+    SCHEMA_KEYWORDS,
     ReviewAnswer,
     clean_schema,
     extract_code,
@@ -36,20 +38,8 @@ from maestro.domains import Domain
 from tests.synthesis import scripted_team as team
 
 CONFIG = SynthesisConfig()
-ALLOWED = {
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "enum",
-    "const",
-    "anyOf",
-    "$defs",
-    "$ref",
-    "minItems",
-    "maxItems",
-}
+#: The keywords every structured-output server (llama.cpp's converter included) accepts.
+ALLOWED = SCHEMA_KEYWORDS
 
 
 def json_objects(text: str) -> list[Any]:
@@ -181,13 +171,14 @@ def test_every_stage_schema_becomes_a_llama_cpp_grammar() -> None:
     stage's schema must convert, and the grammar must parse."""
     grammar = pytest.importorskip("llama_cpp.llama_grammar")
     bp = team.blueprint(CONFIG)
-    for name, model in [
+    stages: list[tuple[str, type[BaseModel]]] = [
         ("blueprint", BlueprintDraft),
         ("data", data_answer_model(bp)),
         ("review", ReviewAnswer),
         ("scenario", ScenarioDraft),
         ("refusal", RefusalDraft),
-    ]:
+    ]
+    for name, model in stages:
         schema = response_format(name, model)["json_schema"]["schema"]
         gbnf = grammar.json_schema_to_gbnf(json.dumps(schema))
         grammar.LlamaGrammar.from_string(gbnf, verbose=False)

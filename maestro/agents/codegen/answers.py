@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 #: Schema keywords kept; everything else (titles, defaults, patterns, lengths) is dropped.
-_SCHEMA_KEYS = frozenset(
+SCHEMA_KEYWORDS = frozenset(
     {
         "type",
         "properties",
@@ -86,7 +86,7 @@ def clean_schema(schema: Any) -> Any:
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key not in _SCHEMA_KEYS:
+        if key not in SCHEMA_KEYWORDS:
             continue
         if key in ("properties", "$defs"):
             out[key] = {name: clean_schema(sub) for name, sub in value.items()}

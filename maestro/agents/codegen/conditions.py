@@ -23,6 +23,7 @@ refusal tasks; the LLM writes them into the tool code.
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -36,22 +37,16 @@ from maestro.agents.codegen.blueprint import (
     FieldType,
     Operation,
     SetValue,
+    Test,
     check_ident,
     parse_when,
 )
 
 if TYPE_CHECKING:
-    from maestro.agents.codegen.blueprint import BlueprintDraft
+    from maestro.agents.codegen.blueprint import Blueprint, BlueprintDraft
 
 NUMERIC_TESTS = ("at_least", "at_most")
-DATE_TESTS = (
-    "within_last_days",
-    "older_than_days",
-    "at_least_days_ahead",
-    "less_than_days_ahead",
-    "at_least_hours_ahead",
-    "less_than_hours_ahead",
-)
+DATE_TESTS = tuple(t for t in typing.get_args(Test) if t.endswith(("_days", "_ahead")))
 HOUR_TESTS = ("at_least_hours_ahead", "less_than_hours_ahead")
 NULL_TESTS = ("is_null", "not_null")
 #: Most reference hops a path may follow.
@@ -436,6 +431,20 @@ def _used_params(bp: BlueprintDraft, op: Operation) -> set[str]:
     return used
 
 
+def rooted_at(
+    bp: BlueprintDraft, op: Operation, conditions: list[Condition], param: str
+) -> list[Condition]:
+    """The conditions on the record ``param`` names (or reached from it) that compare with
+    constants only: those one record decides alone."""
+    out = []
+    for c in conditions:
+        subject = resolve(bp, op, c.check)
+        other = isinstance(c.value, str) and c.value.startswith("$")
+        if isinstance(subject, Target) and subject.root == param and not other:
+            out.append(c)
+    return out
+
+
 # ----- meaning at the clock -----------------------------------------------------------------------
 
 Getter = Callable[[str, str], dict[str, Any] | None]
@@ -585,3 +594,11 @@ def condition_text(cond: Condition, ftype: FieldType, clock: datetime) -> str:
     if test in ("within_last_days", "at_least_days_ahead", "at_least_hours_ahead"):
         return f"{subject} is on or after {span} ({when} or later)"
     return f"{subject} is before {span} (earlier than {when})"
+
+
+def check_words(bp: Blueprint, op: Operation, cond: Condition) -> str:
+    """A check in words, its subject written out in full (``booking_id.status``, not
+    ``status``), with the absolute date of a clock-relative boundary."""
+    subject = resolve(bp, op, cond.check)
+    shown = cond.model_copy(update={"check": subject.text})
+    return condition_text(shown, subject.ftype, bp.clock)

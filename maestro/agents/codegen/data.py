@@ -29,13 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from maestro.agents.codegen.blueprint import Blueprint, Entity, FieldType
-from maestro.agents.codegen.conditions import (
-    ParamRef,
-    all_hold,
-    condition_text,
-    record_params,
-    resolve,
-)
+from maestro.agents.codegen.conditions import all_hold, check_words, record_params, rooted_at
 from maestro.agents.codegen.gate import placeholder_problems, repeated_problem
 
 JSONRecord = dict[str, Any]
@@ -299,14 +293,14 @@ def coverage_problems(bp: Blueprint, db: Database, limits: DataLimits) -> list[s
         if op.tool_kind != "write":
             continue
         for param, table in record_params(bp, op).items():
-            own = _own_conditions(bp, op, op.requires, param)
+            own = rooted_at(bp, op, op.requires, param)
             ok = list(_meeting(bp, op, own, param, table, db))
             need = min(limits.coverage, len(db[table]))
             if len(ok) < need:
                 out.append(_coverage_line(bp, op, own, table, len(ok), need, "its checks"))
                 continue
             for rule in bp.agent_rules_of(op.name):
-                extra = _own_conditions(bp, op, rule.refuse_when, param)
+                extra = rooted_at(bp, op, rule.refuse_when, param)
                 if extra and not any(
                     all_hold(bp, op, extra, {param: k}, get, bp.clock) for k in ok
                 ):
@@ -322,16 +316,6 @@ def _getter(db: Database) -> Any:
     return lambda t, k: db.get(t, {}).get(k)
 
 
-def _own_conditions(bp: Blueprint, op: Any, conditions: list[Any], param: str) -> list[Any]:
-    out = []
-    for c in conditions:
-        subject = resolve(bp, op, c.check)
-        other = isinstance(c.value, str) and c.value.startswith("$")
-        if not isinstance(subject, ParamRef) and subject.root == param and not other:
-            out.append(c)
-    return out
-
-
 def _meeting(
     bp: Blueprint, op: Any, conditions: list[Any], param: str, table: str, db: Database
 ) -> Iterator[str]:
@@ -344,10 +328,7 @@ def _meeting(
 def _coverage_line(
     bp: Blueprint, op: Any, conditions: list[Any], table: str, found: int, need: int, what: str
 ) -> str:
-    words = (
-        "; ".join(condition_text(c, resolve(bp, op, c.check).ftype, bp.clock) for c in conditions)
-        or "it exists"
-    )
+    words = "; ".join(check_words(bp, op, c) for c in conditions) or "it exists"
     return (
         f"{table}: {found} record(s) meet {op.name}'s {what} ({words}), {need} needed: grown "
         "records copy a seed's statuses and nulls and move its dates together inside their "

@@ -15,12 +15,11 @@ from typing import Any
 from maestro.agents.codegen.blueprint import (
     Adjust,
     Blueprint,
-    Condition,
     Entity,
     FieldType,
     Operation,
 )
-from maestro.agents.codegen.conditions import Target, condition_text, record_params, resolve
+from maestro.agents.codegen.conditions import Target, check_words, record_params, resolve
 from maestro.agents.codegen.data import DataLimits, text_fields
 from maestro.agents.codegen.example import EXAMPLE
 from maestro.agents.codegen.tools_code import tool_header
@@ -121,14 +120,6 @@ def blueprint_messages(
         BLUEPRINT_LANGUAGE,
     ]
     return chat(lines, previous, feedback)
-
-
-def check_words(bp: Blueprint, op: Operation, cond: Condition) -> str:
-    """A check in words, its subject written out in full (``booking_id.status``, not
-    ``status``), with the absolute date of a clock-relative boundary."""
-    subject = resolve(bp, op, cond.check)
-    shown = cond.model_copy(update={"check": subject.text})
-    return condition_text(shown, subject.ftype, bp.clock)
 
 
 # ----- data -------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Blueprint
-from maestro.agents.codegen.conditions import ParamRef, all_hold, record_params, resolve
+from maestro.agents.codegen.conditions import all_hold, record_params, rooted_at
 from maestro.agents.codegen.scenarios import RefusalRule
 from maestro.domains.store import Session
 
@@ -44,12 +44,7 @@ def _anchors(
     (conditions comparing with other parameters are left to the candidate filter)."""
     found: list[tuple[str, str]] = []
     for param, table in record_params(bp, op).items():
-        own = []
-        for c in conditions:
-            subject = resolve(bp, op, c.check)
-            other = isinstance(c.value, str) and c.value.startswith("$")
-            if not isinstance(subject, ParamRef) and subject.root == param and not other:
-                own.append(c)
+        own = rooted_at(bp, op, conditions, param)
         if not any(c in own for c in refuse_when):
             continue
         for key in session.keys(table):

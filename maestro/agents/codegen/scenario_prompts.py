@@ -27,17 +27,7 @@ SCENARIO_SHAPE = {
     "nl_assertions": ["..."],
 }
 
-REFUSAL_SHAPE = {
-    "candidate": 1,
-    "rule": "...",
-    "communicate_info": ["..."],
-    "persona": "...",
-    "reason_for_call": "...",
-    "known_info": "...",
-    "unknown_info": None,
-    "task_instructions": "...",
-    "nl_assertions": ["..."],
-}
+REFUSAL_SHAPE = {"candidate": 1, "rule": "...", "communicate_info": ["..."], **SCENARIO_SHAPE}
 
 #: The answer when no candidate is forbidden: the other keys may be left out or null.
 REFUSAL_NONE = {"candidate": None}
