@@ -10,7 +10,7 @@ Every grown record copies one seed (its template):
 - a reference points at a record of the same kind as the seed's target (a travelled booking
   at a departed sailing), and a value the seeds copy from the referenced record (a booking's
   fare paid is its sailing's fare) is copied the same way;
-- numbers are drawn inside the declared range, or near the seed's;
+- numbers are drawn near the seed's, inside the declared range (a small integer range whole);
 - text comes from the vocabulary: people's names recombined, emails made from the names, the
   last digits of phones and street numbers redrawn.
 
@@ -242,10 +242,13 @@ def _shifted(value: Any, base: str, days: int) -> Any:
 
 
 def _number(ftype: FieldType, value: Any, rng: random.Random) -> int | float:
+    """Near the seed's value (a headphone's total stays a headphone's), inside the range; a small
+    integer range (a quantity of 1 to 3) is drawn whole. A zero stays zero (sold out)."""
+    low, high = sorted((value * 0.6, value * 1.4))
     if ftype.low is not None and ftype.high is not None:
-        low, high = ftype.low, ftype.high
-    else:
-        low, high = sorted((value * 0.6, value * 1.4))
+        if ftype.base == "int" and ftype.high - ftype.low <= 10:
+            low, high = ftype.low, ftype.high
+        low, high = max(low, ftype.low), min(high, ftype.high)
     if ftype.base == "int":
         first = -int(-low // 1)
         return rng.randint(first, max(first, int(high // 1)))

@@ -51,7 +51,7 @@ class SynthesisConfig(BaseModel):
 
     @model_validator(mode="after")
     def _reachable(self) -> SynthesisConfig:
-        # Bounds no run could meet would reject every domain: say so when configured.
+        # Never ask for more tasks to survive than are asked for: that would reject every domain.
         if self.min_tasks > self.n_tasks + self.refusals:
             self.min_tasks = self.n_tasks + self.refusals
         if self.min_refusals > self.refusals:
