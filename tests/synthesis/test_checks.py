@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from maestro.agents.codegen.checks import operation_tests, run_tests
+from maestro.agents.codegen.checks import operation_tests
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
+from maestro.agents.codegen.verify import run_tests
 from maestro.domains.sandbox import load_sandboxed_domain
 from tests.synthesis import scripted_team as team
 

@@ -324,7 +324,7 @@ class BlueprintDraft(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> BlueprintDraft:
-        from maestro.agents.codegen.conditions import blueprint_problems
+        from maestro.agents.codegen.validation import blueprint_problems
 
         problems = blueprint_problems(self)
         if problems:

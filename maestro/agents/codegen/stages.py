@@ -30,7 +30,7 @@ from maestro.agents.codegen.answers import (
     unfence,
 )
 from maestro.agents.codegen.blueprint import Blueprint, BlueprintDraft, BlueprintError
-from maestro.agents.codegen.checks import fixture_problems, operation_tests, run_tests
+from maestro.agents.codegen.checks import fixture_problems, operation_tests
 from maestro.agents.codegen.data import (
     Database,
     DataError,
@@ -47,6 +47,7 @@ from maestro.agents.codegen.render import db_json, manifest_json, models_source
 from maestro.agents.codegen.scenarios import synthesize_tasks, tasks_jsonl
 from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
+from maestro.agents.codegen.verify import run_tests
 from maestro.domains.errors import DomainLoadError
 from maestro.domains.models import Task
 from maestro.domains.sandbox import (

@@ -1,0 +1,298 @@
+"""Whether a blueprint's operations fit its tables: every path resolves, every test suits its
+value's type, every effect writes a value of the right type, a create sets every field it must,
+every parameter is used. Each problem is a sentence the blueprint stage's next attempt reads."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from maestro.agents.codegen.blueprint import (
+    IDENT,
+    RESERVED,
+    Adjust,
+    Condition,
+    FieldType,
+    Operation,
+    SetValue,
+    check_ident,
+)
+from maestro.agents.codegen.conditions import (
+    HOUR_TESTS,
+    NULL_TESTS,
+    NUMERIC_TESTS,
+    ParamRef,
+    Subject,
+    record_params,
+    resolve,
+)
+
+if TYPE_CHECKING:
+    from maestro.agents.codegen.blueprint import BlueprintDraft
+
+
+def blueprint_problems(bp: BlueprintDraft) -> list[str]:
+    """Every way the blueprint's names, types, checks and effects do not fit together."""
+    problems: list[str] = []
+    tables = {e.table: e for e in bp.entities}
+    for label, names in (
+        ("entity", [e.name for e in bp.entities]),
+        ("table", [e.table for e in bp.entities]),
+        ("key", [e.key for e in bp.entities]),
+        ("key prefix", [e.prefix for e in bp.entities]),
+        ("operation", [o.name for o in bp.operations]),
+    ):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            problems.append(f"{label} names repeat: {dup}")
+    for e in bp.entities:
+        for fname, ftype in e.field_types().items():
+            if ftype.ref is not None and ftype.ref not in tables:
+                problems.append(f"{e.name}.{fname} refers to unknown table {ftype.ref!r}")
+    if problems:
+        return problems  # the operations' checks need sound tables
+    for op in bp.operations:
+        problems.extend(operation_problems(bp, op))
+    kinds = [op.kind for op in bp.operations]
+    if "lookup" not in kinds:
+        problems.append(
+            "no lookup operation: a customer is found by natural identifiers (an email, a name "
+            'and date of birth): add one such as {"kind": "lookup", "by": ["email"]}'
+        )
+    if not {"update", "create"} & set(kinds):
+        problems.append("no operation changes anything: add update or create operations")
+    ops = {op.name: op for op in bp.operations}
+    for i, rule in enumerate(bp.agent_rules):
+        target = ops.get(rule.operation)
+        if target is None or target.tool_kind != "write":
+            problems.append(
+                f"agent_rules[{i}]: {rule.operation!r} is not an update or create operation"
+            )
+            continue
+        for j, cond in enumerate(rule.refuse_when):
+            where = f"agent_rules[{i}].refuse_when[{j}]"
+            problems.extend(condition_problems(bp, target, cond, where))
+    return problems
+
+
+def operation_problems(bp: BlueprintDraft, op: Operation) -> list[str]:
+    where = f"operation {op.name}"
+    if op.table not in {e.table for e in bp.entities}:
+        return [f"{where}: unknown table {op.table!r}; tables are {[e.table for e in bp.entities]}"]
+    entity = bp.entity(op.table)
+    problems: list[str] = []
+    for p, text in op.params.items():
+        try:
+            check_ident(p, "parameter")
+            if p in RESERVED:
+                raise ValueError(f"parameter {p!r} is a reserved name")
+            ptype = FieldType.parse(text)
+            if ptype.base == "ref":
+                raise ValueError(f"parameter {p!r}: a key parameter has type str")
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    if problems:
+        return problems
+    has_key = entity.key in op.params
+    if op.kind in ("read", "update") and not has_key:
+        problems.append(f"{where}: needs the parameter {entity.key!r} (the key of {op.table})")
+    if op.kind == "create" and has_key:
+        problems.append(
+            f"{where}: a create operation makes its key with db.new_id, so "
+            f"{entity.key!r} cannot be a parameter"
+        )
+    if op.kind in ("lookup", "list"):
+        problems += _finder_problems(op, entity.field_types(), where)
+    elif op.by:
+        problems.append(f"{where}: only lookup and list operations take 'by'")
+    if op.tool_kind == "read" and (op.requires or op.sets):
+        problems.append(f"{where}: a {op.kind} operation has no requires or sets")
+    for i, cond in enumerate(op.requires):
+        problems += condition_problems(bp, op, cond, f"{where}: requires[{i}]")
+    problems += _effect_problems(bp, op, where)
+    used = _used_params(bp, op)
+    unused = [p for p in op.params if p not in used]
+    if unused:
+        problems.append(
+            f"{where}: parameter(s) {unused} are used by no check or effect: store them (sets) "
+            "or drop them"
+        )
+    return problems
+
+
+def _finder_problems(op: Operation, fields: dict[str, FieldType], where: str) -> list[str]:
+    if not op.by:
+        return [f"{where}: a {op.kind} operation names the fields it matches in 'by'"]
+    problems = []
+    for f in op.by:
+        if f not in fields:
+            problems.append(f"{where}: by names unknown field {op.table}.{f}")
+    if set(op.params) != set(op.by):
+        problems.append(f"{where}: its params must be exactly its by fields {op.by}")
+    return problems
+
+
+def _effect_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]:
+    problems: list[str] = []
+    if op.tool_kind == "write" and not op.sets:
+        problems.append(f"{where}: an {op.kind} operation must set something")
+    new_fields: set[str] = set()
+    for target_text, value in op.sets.items():
+        try:
+            target = resolve(bp, op, target_text, effect=True)
+            if isinstance(target, ParamRef):
+                raise ValueError(f"{target_text!r}: a parameter cannot be set")
+            value_problem(bp, op, target.ftype, value)
+        except ValueError as exc:
+            problems.append(f"{where}: sets {exc}")
+            continue
+        if target.root == "new" and not target.hops:
+            new_fields.add(target.field)
+    if op.kind == "create":
+        entity = bp.entity(op.table)
+        missing = [
+            f for f, t in entity.field_types().items() if not t.nullable and f not in new_fields
+        ]
+        if missing:
+            problems.append(
+                f"{where}: the new {op.table} record needs a value for {missing} "
+                f'(sets {{"new.{missing[0]}": ...}})'
+            )
+    return problems
+
+
+def value_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, value: SetValue) -> None:
+    """ValueError when ``value`` cannot be written to a field of ``ftype``."""
+    if value is None:
+        if not ftype.nullable:
+            raise ValueError("null into a field that is not nullable (add ? to its type)")
+        return
+    if isinstance(value, Adjust):
+        if not ftype.numeric:
+            raise ValueError("add/subtract on a field that is not a number")
+        amount = value.amount
+        if isinstance(amount, str):
+            source = resolve(bp, op, amount)
+            if not isinstance(source, ParamRef) or not source.ftype.numeric:
+                raise ValueError(f"add/subtract {amount!r}: use a number or a number parameter")
+        return
+    if isinstance(value, str) and value.startswith("$"):
+        if value == "$today":
+            if ftype.base not in ("date", "str"):
+                raise ValueError(f"$today into a {ftype.base} field (it is a date)")
+            return
+        if value == "$now":
+            if ftype.base not in ("datetime", "str"):
+                raise ValueError(f"$now into a {ftype.base} field (it is a datetime)")
+            return
+        source = resolve(bp, op, value[1:] if "." in value else value)
+        if not fits(bp, op, source, ftype):
+            raise ValueError(f"{value!r} ({_type_text(source)}) does not fit a {_type_name(ftype)}")
+        return
+    if not ftype.accepts(value):
+        raise ValueError(f"{value!r} is not a {_type_name(ftype)} value")
+
+
+def fits(bp: BlueprintDraft, op: Operation, source: Subject, dst: FieldType) -> bool:
+    """Whether values of ``source`` may be written to a field of type ``dst``."""
+    src = source.ftype
+    if isinstance(source, ParamRef) and dst.base == "ref":
+        return record_params(bp, op).get(source.name) == dst.ref
+    if src.nullable and not dst.nullable:
+        return False
+    if dst.base == "str":
+        return src.base in ("str", "enum", "date", "datetime", "ref")
+    if dst.base == "enum":
+        return src.base == "enum" and set(src.choices) <= set(dst.choices)
+    if dst.base == "ref":
+        return src.base == "ref" and src.ref == dst.ref
+    if dst.base == "float":
+        return src.base in ("int", "float")
+    return src.base == dst.base
+
+
+def _type_name(ftype: FieldType) -> str:
+    if ftype.base == "enum":
+        return "enum:" + "|".join(ftype.choices)
+    return f"ref:{ftype.ref}" if ftype.base == "ref" else ftype.base
+
+
+def _type_text(source: Subject) -> str:
+    return _type_name(source.ftype)
+
+
+def condition_problems(bp: BlueprintDraft, op: Operation, cond: Condition, where: str) -> list[str]:
+    try:
+        subject = resolve(bp, op, cond.check)
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    ftype = subject.ftype
+    test, value = cond.test, cond.value
+    label = f"{where}: {cond.check} {test}"
+    if test in NULL_TESTS:
+        if not ftype.nullable:
+            return [f"{label}: {cond.check} is not nullable, so it is never null"]
+        return []
+    if test in ("in", "not_in"):
+        if not isinstance(value, list) or not value:
+            return [f"{label} needs a non-empty list of values"]
+        bad = [v for v in value if v is None or not ftype.accepts(v)]
+        return [f"{label}: {bad} are not {_type_name(ftype)} values"] if bad else []
+    if test == "equals":
+        if isinstance(value, str) and value.startswith("$"):
+            try:
+                source = resolve(bp, op, value)
+            except ValueError as exc:
+                return [f"{label}: {exc}"]
+            ok = fits(bp, op, source, ftype.model_copy(update={"nullable": False}))
+            return [] if ok else [f"{label}: {value} does not fit {_type_name(ftype)}"]
+        if value is None or isinstance(value, list) or not ftype.accepts(value):
+            return [f"{label}: {value!r} is not a {_type_name(ftype)} value"]
+        return []
+    if test in NUMERIC_TESTS:
+        if not ftype.numeric:
+            return [f"{label}: {cond.check} is a {ftype.base}, not a number"]
+        if isinstance(value, str) and value.startswith("$"):
+            try:
+                source = resolve(bp, op, value)
+            except ValueError as exc:
+                return [f"{label}: {exc}"]
+            ok = isinstance(source, ParamRef) and source.ftype.numeric
+            return [] if ok else [f"{label}: {value} is not a number parameter"]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return [f"{label} needs a number or a number parameter ($name)"]
+        return []
+    wanted = ("datetime",) if test in HOUR_TESTS else ("date", "datetime")
+    if ftype.base not in wanted:
+        return [f"{label}: {cond.check} is a {ftype.base}, not a {' or '.join(wanted)}"]
+    if not _whole(value):
+        return [f"{label} needs a whole number of {'hours' if 'hours' in test else 'days'} >= 0"]
+    return []
+
+
+def _whole(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and float(value).is_integer()
+        and value >= 0
+    )
+
+
+def _used_params(bp: BlueprintDraft, op: Operation) -> set[str]:
+    used = set(op.by) | {bp.entity(op.table).key}
+    texts = [c.check for c in op.requires] + list(op.sets)
+    values: list[Any] = [c.value for c in op.requires] + list(op.sets.values())
+    for rule in bp.agent_rules_of(op.name):
+        texts += [c.check for c in rule.refuse_when]
+        values += [c.value for c in rule.refuse_when]
+    for v in values:
+        if isinstance(v, Adjust):
+            v = v.amount
+        if isinstance(v, str) and v.startswith("$"):
+            texts.append(v)
+    for text in texts:
+        head = text.lstrip("$").split(".")[0]
+        if re.match(IDENT, head):
+            used.add(head)
+    return used
