@@ -13,6 +13,8 @@ import sys
 import traceback
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from maestro.domains import files
 from maestro.domains.errors import DomainLoadError, Problem
+from maestro.domains.library import LIBRARY_ROOT
 from maestro.domains.models import DomainManifest, Task
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
 from maestro.domains.runtime import ToolDefinitionError, Toolkit, spec_from_function, tool_functions
@@ -31,23 +34,67 @@ PACKAGE_FILES = ("domain.json", "models.py", "db.json", "tools.py", "policy.md",
 _load_counter = itertools.count()
 
 
-def load_domain(path: str | Path, *, check_gold: bool = True) -> Domain:
+def load_domain(path: str | Path, *, check_gold: bool = True, trusted: bool = False) -> Domain:
     """Load and validate a domain package; :class:`DomainLoadError` lists every problem.
 
-    A package whose ``domain.json`` says it was synthesized (an LLM wrote its code) is loaded
-    through the sandbox: its tools run only in a sandbox child process, which
-    ``domain.close()`` stops (it also stops when this process ends).
+    Only the shipped library (``maestro/domains/library``) and packages the calling code marks
+    ``trusted=True`` (test fixtures) run their Python in this process. Every other package is
+    loaded through the sandbox, whatever its ``domain.json`` says: its models.py and tools.py
+    run only in a sandbox child process, which ``domain.close()`` stops (it also stops when
+    this process ends).
     """
-    domain, problems = inspect_package(path, check_gold=check_gold)
+    domain, problems = inspect_package(path, check_gold=check_gold, trusted=trusted)
     if problems or domain is None:
+        if domain is not None:
+            domain.close()
         raise DomainLoadError(str(path), problems)
     return domain
 
 
 def inspect_package(
-    path: str | Path, *, check_gold: bool = True
+    path: str | Path, *, check_gold: bool = True, trusted: bool = False
 ) -> tuple[Domain | None, list[Problem]]:
-    """Load what can be loaded and list every problem; the domain is None when unusable."""
+    """Load what can be loaded and list every problem; the domain is None when unusable.
+
+    ``trusted`` as in :func:`load_domain`; a sandboxed domain returned with problems still
+    holds its child: close it.
+    """
+    if trusted or is_library_package(path):
+        return assemble_package(path, _code_in_process, check_gold=check_gold)
+    # Code an LLM or an outside benchmark wrote is never imported here (DESIGN: untrusted
+    # code runs only inside the sandbox). The sandbox imports the loader, hence here.
+    from maestro.domains.sandbox.package import sandboxed_code
+
+    return assemble_package(path, sandboxed_code(), check_gold=check_gold)
+
+
+def is_library_package(path: str | Path) -> bool:
+    """Whether a folder is one of the shipped library's packages (its code runs in process)."""
+    try:
+        return Path(path).resolve().is_relative_to(LIBRARY_ROOT)
+    except (OSError, RuntimeError):  # a symlink loop, an unreadable folder
+        return False
+
+
+@dataclass
+class PackageCode:
+    """What a package's Python gives the loader: its tables, initial state and tools."""
+
+    tables: dict[str, TableSpec]
+    initial: State
+    toolkit: Toolkit
+
+
+#: Loads a package's models.py, db.json (given parsed, or None when unreadable) and tools.py,
+#: adding every problem found; None when the domain cannot be built.
+CodeLoader = Callable[[Path, DomainManifest, Any, list[Problem]], PackageCode | None]
+
+
+def assemble_package(
+    path: str | Path, load_code: CodeLoader, *, check_gold: bool
+) -> tuple[Domain | None, list[Problem]]:
+    """The loader's steps around the code: files present, domain.json, db.json read, the code
+    (in process or in the sandbox), policy.md, tasks.jsonl with gold replays."""
     root = Path(path)
     if not root.is_dir():
         return None, [Problem(str(root), "", "not a folder")]
@@ -60,35 +107,37 @@ def inspect_package(
             problems.append(Problem(name, "", "missing"))
 
     manifest = _load_manifest(root, problems)
-    if manifest is not None and manifest.provenance.source == "synthesized":
-        return _inspect_untrusted(root, check_gold=check_gold)
-    package = _make_package(root, manifest.id if manifest else root.name)
-    tables = _load_models(root, package, problems)
-    db = _load_db(root, tables, problems) if tables is not None else None
-    toolkit = _load_tools(root, package, problems)
+    raw_db = files.read_json(root, "db.json", problems)
+    code = load_code(root, manifest, raw_db, problems) if manifest is not None else None
     policy = _load_policy(root, problems)
-    if manifest is None or tables is None or db is None or toolkit is None:
+    if manifest is None or code is None:
         return None, problems
-    domain = Domain(manifest, root, tables, db, toolkit, policy or "", [])
-    domain.tasks = _load_tasks(root, domain, problems, check_gold=check_gold)
+    domain = Domain(manifest, root, code.tables, code.initial, code.toolkit, policy or "", [])
+    try:
+        domain.tasks = _load_tasks(root, domain, problems, check_gold=check_gold)
+    except BaseException:
+        domain.close()
+        raise
     return domain, problems
 
 
-def _inspect_untrusted(root: Path, *, check_gold: bool) -> tuple[Domain | None, list[Problem]]:
-    """Code an LLM wrote is never imported here: the sandbox checks it statically and runs it
-    in its own child process (DESIGN: untrusted code runs only inside the sandbox)."""
-    from maestro.domains.sandbox.package import open_untrusted
-
-    try:
-        return open_untrusted(root, check_gold=check_gold), []
-    except DomainLoadError as exc:
-        return None, exc.problems
+def _code_in_process(
+    root: Path, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+) -> PackageCode | None:
+    package = _make_package(root, manifest.id)
+    tables = _load_models(root, package, problems)
+    db = _load_db(raw_db, tables, problems) if tables is not None else None
+    toolkit = _load_tools(root, package, problems)
+    if tables is None or db is None or toolkit is None:
+        return None
+    return PackageCode(tables, db, toolkit)
 
 
 # ----- domain.json ------------------------------------------------------------------------------
 
 
-def _validation_problems(file: str, prefix: str, exc: ValidationError) -> list[Problem]:
+def validation_problems(file: str, prefix: str, exc: ValidationError) -> list[Problem]:
+    """One problem per pydantic error, located at ``prefix.field.path``."""
     out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
@@ -104,7 +153,7 @@ def _load_manifest(root: Path, problems: list[Problem]) -> DomainManifest | None
     try:
         return DomainManifest.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(_validation_problems("domain.json", "", exc))
+        problems.extend(validation_problems("domain.json", "", exc))
         return None
 
 
@@ -163,6 +212,11 @@ def _load_models(root: Path, package: str, problems: list[Problem]) -> dict[str,
     module = _import(root, package, "models", problems)
     if module is None:
         return None
+    return table_specs(module, problems)
+
+
+def table_specs(module: types.ModuleType, problems: list[Problem]) -> dict[str, TableSpec] | None:
+    """The tables a loaded models.py declares in ``TABLES`` (the sandbox child uses it too)."""
     tables = getattr(module, "TABLES", None)
     if not isinstance(tables, dict) or not tables:
         problems.append(
@@ -238,8 +292,7 @@ def _walk(ann: Any, value: Any, where: str, table: str | None) -> list[tuple[str
     return []
 
 
-def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
-    raw = files.read_json(root, "db.json", problems)
+def _load_db(raw: Any, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -263,7 +316,7 @@ def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) 
                 assert spec.model is not None
                 data = spec.model.model_validate(rec).model_dump(mode="json")
             except ValidationError as exc:
-                problems.extend(_validation_problems("db.json", where, exc))
+                problems.extend(validation_problems("db.json", where, exc))
                 continue
             if data.get(spec.key_field) != key:
                 problems.append(
@@ -275,6 +328,15 @@ def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) 
                 )
                 continue
             clean[table][key] = data
+    problems.extend(reference_problems(tables, clean))
+    return State(clean, tables)
+
+
+def reference_problems(
+    tables: dict[str, TableSpec], clean: dict[str, dict[str, dict[str, Any]]]
+) -> list[Problem]:
+    """Every Ref in validated records that names a missing record or an unknown table."""
+    problems: list[Problem] = []
     unknown_targets: set[tuple[str, str]] = set()
     for table, spec in tables.items():
         assert spec.model is not None
@@ -288,7 +350,7 @@ def _load_db(root: Path, tables: dict[str, TableSpec], problems: list[Problem]) 
                     )
     for model_name, target in sorted(unknown_targets):
         problems.append(Problem("models.py", model_name, f"Ref to unknown table {target!r}"))
-    return State(clean, tables)
+    return problems
 
 
 def _load_tools(root: Path, package: str, problems: list[Problem]) -> Toolkit | None:
@@ -331,7 +393,7 @@ def _load_tasks(
         try:
             task = Task.model_validate(raw)
         except ValidationError as exc:
-            problems.extend(_validation_problems("tasks.jsonl", where, exc))
+            problems.extend(validation_problems("tasks.jsonl", where, exc))
             continue
         if task.id in seen:
             problems.append(

@@ -15,14 +15,14 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from maestro.domains.errors import ToolDeadlineExceeded, ToolError
 from maestro.domains.sdk import ToolKind, tool_kind
 from maestro.domains.store import Session
-from maestro.domains.watchdog import Watchdog, default_watchdog
+from maestro.domains.watchdog import default_watchdog
 
 # "sandbox" and "crash" come from the sandbox (maestro.domains.sandbox): a refused operation or
 # limit hit, and a child process that died.
@@ -31,6 +31,19 @@ OutcomeStatus = Literal[
 ]
 
 DEFAULT_DEADLINE_S = 5.0
+
+
+class Deadlines(Protocol):
+    """What interrupts a tool past its deadline: the watchdog thread in process, a timer
+    signal in the sandbox child (which may not call C through ctypes)."""
+
+    def arm(self, seconds: float) -> int:
+        """Start the clock for the calling thread; returns a token for :meth:`disarm`."""
+        ...
+
+    def disarm(self, token: int) -> bool:
+        """Stop the clock; True when the deadline had fired."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -183,7 +196,7 @@ class Toolkit:
         specs: Iterable[ToolSpec],
         *,
         deadline_s: float = DEFAULT_DEADLINE_S,
-        watchdog: Watchdog | None = None,
+        watchdog: Deadlines | None = None,
     ) -> None:
         self.specs: dict[str, ToolSpec] = {}
         for spec in specs:
@@ -222,6 +235,54 @@ class Toolkit:
             return _explain(exc)
         return []
 
+    def prepare(
+        self, name: str, arguments: dict[str, Any] | str, started: float
+    ) -> PreparedCall | ToolOutcome:
+        """Check a call before anything runs: the tool exists and its arguments validate.
+
+        Returns what running it needs, or the outcome the caller gets instead
+        (``unknown_tool``, ``invalid_call``). The arguments it records are the call's own,
+        parsed, whatever happens later; the sandbox's toolkit records exactly these too.
+        """
+        spec = self.specs.get(name)
+        parsed = _parse_arguments(arguments)
+        args_for_record = parsed if isinstance(parsed, dict) else {"_raw": arguments}
+        if spec is None:
+            return _outcome(
+                name,
+                args_for_record,
+                f"Error: unknown tool {name!r}. Available tools: {', '.join(self.specs)}.",
+                "unknown_tool",
+                None,
+                started,
+            )
+        if isinstance(parsed, str):
+            return _outcome(
+                name,
+                args_for_record,
+                f"Error: {parsed}. Expected {spec.signature_text()}.",
+                "invalid_call",
+                spec.kind,
+                started,
+            )
+        try:
+            text = arguments if isinstance(arguments, str) else json.dumps(parsed)
+            validated = spec.params.model_validate_json(text)
+        except (TypeError, ValueError, RecursionError) as exc:  # ValidationError included
+            problems = "; ".join(
+                _explain(exc) if isinstance(exc, ValidationError) else [_not_json(exc)]
+            )
+            return _outcome(
+                name,
+                parsed,
+                f"Error: invalid arguments for {name}: {problems}. Expected {spec.signature_text()}.",
+                "invalid_call",
+                spec.kind,
+                started,
+            )
+        kwargs = {p: getattr(validated, p) for p in spec.param_names}
+        return PreparedCall(spec, parsed, kwargs)
+
     def call(
         self,
         session: Session,
@@ -232,38 +293,14 @@ class Toolkit:
     ) -> ToolOutcome:
         """Run one tool call on a session; never raises for the caller's mistakes."""
         started = time.perf_counter()
-        spec = self.specs.get(name)
+        prepared = self.prepare(name, arguments, started)
+        if isinstance(prepared, ToolOutcome):
+            return prepared
+        spec, parsed = prepared.spec, prepared.arguments
 
-        def outcome(content: str, status: OutcomeStatus, args: dict[str, Any]) -> ToolOutcome:
-            kind = spec.kind if spec else None
-            return ToolOutcome(name, args, content, status, kind, time.perf_counter() - started)
+        def outcome(content: str, status: OutcomeStatus) -> ToolOutcome:
+            return _outcome(name, parsed, content, status, spec.kind, started)
 
-        parsed = _parse_arguments(arguments)
-        args_for_record = parsed if isinstance(parsed, dict) else {"_raw": arguments}
-        if spec is None:
-            return outcome(
-                f"Error: unknown tool {name!r}. Available tools: {', '.join(self.specs)}.",
-                "unknown_tool",
-                args_for_record,
-            )
-        if isinstance(parsed, str):
-            return outcome(
-                f"Error: {parsed}. Expected {spec.signature_text()}.",
-                "invalid_call",
-                args_for_record,
-            )
-        try:
-            validated = spec.params.model_validate_json(
-                arguments if isinstance(arguments, str) else json.dumps(parsed)
-            )
-        except ValidationError as exc:
-            problems = "; ".join(_explain(exc))
-            return outcome(
-                f"Error: invalid arguments for {name}: {problems}. Expected {spec.signature_text()}.",
-                "invalid_call",
-                parsed,
-            )
-        kwargs = {p: getattr(validated, p) for p in spec.param_names}
         watchdog = self._watchdog or default_watchdog()
         limit = self.deadline_s if deadline_s is None else deadline_s
         fired = False
@@ -272,7 +309,7 @@ class Toolkit:
                 token = watchdog.arm(limit)
                 try:
                     try:
-                        result = spec.fn(session, **kwargs)
+                        result = spec.fn(session, **prepared.kwargs)
                     finally:
                         fired = watchdog.disarm(token)
                 except ToolDeadlineExceeded:
@@ -283,17 +320,37 @@ class Toolkit:
                 content = render_result(result)
         except ToolDeadlineExceeded:
             return outcome(
-                f"Error: {name} did not finish within {limit:g} s; nothing was changed.",
-                "timeout",
-                parsed,
+                f"Error: {name} did not finish within {limit:g} s; nothing was changed.", "timeout"
             )
         except ToolError as exc:
-            return outcome(f"Error: {exc}", "tool_error", parsed)
+            return outcome(f"Error: {exc}", "tool_error")
         except Exception as exc:  # a crash inside a tool is the episode's data, not the runner's
-            return outcome(
-                f"Error: {name} failed: {type(exc).__name__}: {exc}", "exception", parsed
-            )
-        return outcome(content, "ok", parsed)
+            return outcome(f"Error: {name} failed: {type(exc).__name__}: {exc}", "exception")
+        return outcome(content, "ok")
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A call whose tool exists and whose arguments validated (:meth:`Toolkit.prepare`)."""
+
+    spec: ToolSpec
+    arguments: dict[str, Any]  # as the call gave them, parsed: what the outcome records
+    kwargs: dict[str, Any]  # validated: what the tool function receives
+
+
+def _outcome(
+    name: str,
+    arguments: dict[str, Any],
+    content: str,
+    status: OutcomeStatus,
+    kind: ToolKind | None,
+    started: float,
+) -> ToolOutcome:
+    return ToolOutcome(name, arguments, content, status, kind, time.perf_counter() - started)
+
+
+def _not_json(exc: Exception) -> str:
+    return f"arguments must be JSON values ({type(exc).__name__}: {exc})"
 
 
 def render_result(result: Any) -> str:

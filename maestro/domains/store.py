@@ -449,6 +449,34 @@ class Session:
         other._overlay = {t: dict(layer) for t, layer in self._overlay.items()}
         return other
 
+    # ----- the overlay, for the sandbox's mirror of a session ----------------------------------
+
+    def overlay_entries(self) -> Iterator[tuple[str, str, JSONRecord | None]]:
+        """Every address this session wrote, with its record (None: deleted).
+
+        The stored records themselves, not copies: the sandbox compares them by identity to
+        send a child only what changed (O(writes) per call). Never mutate them.
+        """
+        for table, layer in self._overlay.items():
+            for key, rec in layer.items():
+                yield table, key, None if rec is _DELETED else rec  # type: ignore[misc]
+
+    def override(self, table: str, key: str, record: JSONRecord | None) -> None:
+        """Set one address as written (None: deleted), unvalidated, inside the transaction rules.
+
+        For records validated elsewhere: a sandbox child's mirror receiving the host's writes,
+        and the host recording a record a call added and deleted again (the address stays
+        touched, as in process).
+        """
+        self._spec(table)
+        self._write(table, key, _DELETED if record is None else record)
+
+    def forget(self, table: str, key: str) -> None:
+        """Drop this session's write at one address, so reads fall through to the base again."""
+        layer = self._overlay.get(table)
+        if layer is not None:
+            layer.pop(key, None)
+
 
 class _Reader:
     """Effective records of either a State or a Session, for diffing."""

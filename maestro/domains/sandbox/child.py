@@ -1,47 +1,56 @@
-"""The sandbox child: loads an untrusted package's tools and runs calls the host sends.
+"""The sandbox child: runs an untrusted package's models.py and tools.py, answers the host.
 
-Started by the host as ``python -I -B -m maestro.domains.sandbox.child IN_FD OUT_FD``. In order:
-leave the network namespace (while still single-threaded); load models.py, the base state and
-tools.py's compiled code; warm up; lower the resource limits; load the first seccomp filter and
-the audit hook (load phase); run tools.py's module code; move the hook to serving (deny by
-default) and load the second filter; then serve calls until the host closes the pipe. Each call runs on a mirror of the host's session, kept in step by the writes the host
-sends; the reply carries the outcome and the writes the call made.
+Started by the host as ``python -I -B -m maestro.domains.sandbox.child IN_FD OUT_FD``. The
+launcher reads the host's ``init`` request, imports every module package code may use (the
+standard-library allowlist, the SDK, pydantic, and the host's ``trusted_modules``), warms up
+what those imports load lazily, then sets up the kernel layers and forks the worker
+(``isolation.py``). The worker answers ``init`` with the layers' status before any package
+code exists in it, installs the audit hook, and serves requests until the host closes the pipe:
+
+- ``describe``: run models.py and tools.py (audit hook in its load phase), and report the
+  tables, record schemas, tools and the database normalized by the real record types
+  (``describe.py``); then a second, serving audit hook goes in, for good;
+- ``begin``: take the host's database (the host's own validation of it) as the base state;
+- ``call``: run one tool call on the mirror of a host session, kept in step by the writes the
+  host sends; answer the outcome's status and text and the writes the call made.
+
+Every reply echoes the request's ``seq`` and ``nonce``, which only the serving loop holds.
 """
 
 from __future__ import annotations
 
-import ctypes
+import _thread
 import importlib
 import os
-import resource
+import signal
 import sys
-import threading
-import traceback
 import types
-import typing
+import warnings
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
-from pathlib import Path
-from types import CodeType
 from typing import Any
 
-from pydantic import create_model
+from pydantic import ConfigDict, Field, create_model
 
-from maestro.domains import loader, store, watchdog
-from maestro.domains.errors import Problem
-from maestro.domains.runtime import Toolkit, ToolOutcome, spec_from_function, tool_functions
-from maestro.domains.sandbox import seccomp
-from maestro.domains.sandbox.protocol import read_blocking, write_blocking
+from maestro.domains import sdk
+from maestro.domains.errors import Problem, ToolDeadlineExceeded
+from maestro.domains.loader import table_specs
+from maestro.domains.runtime import Toolkit, ToolSpec, spec_from_function, tool_functions
+from maestro.domains.sandbox import describe, isolation, seccomp
+from maestro.domains.sandbox.protocol import Frame, encode, read_blocking, write_blocking
 from maestro.domains.sandbox.static import STDLIB_ALLOWED
 from maestro.domains.store import Session, State, TableSpec
 
-CLONE_NEWNET = 0x40000000
 MAX_MIRRORS = 256
 
-#: Audit events tools legitimately raise; every other event is refused once the hook is in.
-ALLOWED_EVENTS = frozenset({"builtins.id", "time.sleep"})
+#: Audit events package code may raise while its modules load (pydantic reads frames and
+#: evaluates string annotations); every other event is refused, ``open`` and ``import`` too.
+LOAD_EVENTS = frozenset(
+    {"builtins.id", "time.sleep", "compile", "exec", "sys._getframe", "object.__getattr__"}
+)
+#: Audit events a tool call may raise; every other event is refused.
+SERVE_EVENTS = frozenset({"builtins.id", "time.sleep"})
 
 
 class SandboxViolation(BaseException):
@@ -52,370 +61,376 @@ class SandboxViolation(BaseException):
     """
 
 
-class _Runtime:
-    """What the child serves: the toolkit, the base state, and one mirror per host session."""
-
-    def __init__(
-        self,
-        toolkit: Toolkit,
-        state: State,
-        clock: datetime | None,
-        package: str,
-        code: CodeType,
-    ) -> None:
-        self.toolkit = toolkit
-        self.package = package
-        self.code = code
-        self.state = state
-        self.clock = clock
-        self.mirrors: OrderedDict[int, Session] = OrderedDict()
-        self.violations: list[str] = []
-        self.memory_mb = 0
-        self.schemas: list[dict[str, Any]] = []
-        self.threads = 0
-
-
 def main(argv: list[str]) -> int:
-    """Serve one host; returns the exit status."""
+    """Launch the worker and serve the host; returns the worker's exit status."""
     in_fd, out_fd = int(argv[1]), int(argv[2])
-    init = read_blocking(in_fd)
-    if init is None:
+    first = read_blocking(in_fd)
+    if first is None:
         return 2
-    network = _leave_network()
-    problems: list[Problem] = []
-    runtime = _load_trusted(init, problems)
-    if runtime is None:
-        return _refuse_start(out_fd, problems)
-    limits = init["limits"]
-    runtime.memory_mb = int(limits["memory_mb"])
+    init = first.meta
+    seq, nonce = init.pop("seq", None), init.pop("nonce", None)
+    options = init["options"]
+    problems = _preload(options["trusted_modules"])
+    if problems:
+        refusal = {"seq": seq, "nonce": nonce, "ok": False, "problems": problems}
+        write_blocking(out_fd, encode(refusal))
+        return 1
     _warm_up()
-    # From here on untrusted code may run: nothing it prints reaches the host's terminal.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    _lower_limits(limits)
-    serving_filter = seccomp.Filter("serve")
-    kernel = seccomp.Filter("load").load()
-    serve = _install_audit_hook(
-        runtime.violations, [init["root"], *sys.path], serving_filter.load.__code__
-    )
-    toolkit = _load_tools(init, runtime, problems)
-    if toolkit is None or runtime.violations:
-        problems += [Problem("tools.py", "loading", v) for v in runtime.violations]
-        return _refuse_start(out_fd, problems)
-    runtime.toolkit = toolkit
-    _warm_up_toolkit(runtime)
-    serve()
-    if kernel == "seccomp":
-        kernel = serving_filter.load()
-    # With the serving filter in, the kernel refuses new threads; without it they are counted.
-    runtime.threads = -1 if kernel == "seccomp" else _thread_count()
-    write_blocking(
-        out_fd,
-        {
-            "ok": True,
-            "schemas": runtime.schemas,
-            "state_hash": runtime.state.state_hash(),
-            "network": network,
-            "seccomp": kernel,
-            "cpu_s": _cpu_used(),
-        },
-    )
+    disabled = options["disable"]
+    layers = isolation.enter_namespaces(disabled)
+    isolation.fork_worker(layers["pid"] == isolation.ACTIVE, (in_fd, out_fd))
+    # ----- the worker, from here on -----
+    worker = _Worker(init)
+    layers.update(worker.isolate(disabled, layers["mount"]))
+    write_blocking(out_fd, encode({"seq": seq, "nonce": nonce, "ok": True, "layers": layers}))
+    del first, init, seq, nonce
+    return _serve(in_fd, out_fd, worker)
+
+
+def _serve(in_fd: int, out_fd: int, worker: _Worker) -> int:
     while True:
-        request = read_blocking(in_fd)
-        if request is None or request.get("op") == "exit":
+        frame = read_blocking(in_fd)
+        if frame is None or frame.meta.get("op") == "exit":
             return 0
-        write_blocking(out_fd, _serve(runtime, request))
+        seq, nonce = frame.meta.pop("seq", None), frame.meta.pop("nonce", None)
+        try:
+            meta, text, data = worker.handle(frame)
+            reply = encode({**meta, "seq": seq, "nonce": nonce}, text, data)
+        except MemoryError:
+            reply = encode({"seq": seq, "nonce": nonce, "limit": "memory"})
+        except SandboxViolation as exc:  # raised around the call (rendering its answer)
+            reply = encode({"seq": seq, "nonce": nonce, "refused": str(exc)[:1000]})
+        except BaseException as exc:  # SystemExit from a tool, a hostile object's error
+            reply = encode({"seq": seq, "nonce": nonce, "failure": repr(exc)[:1000]})
+        del frame
+        write_blocking(out_fd, reply)
 
 
-def _refuse_start(out_fd: int, problems: list[Problem]) -> int:
-    found = [[p.file, p.location, p.message] for p in problems]
-    write_blocking(out_fd, {"ok": False, "problems": found})
-    return 1
+# ----- the launcher: before any package code -----------------------------------------------------
 
 
-# ----- before untrusted code ---------------------------------------------------------------------
-
-
-def _leave_network() -> str:
-    """Move into a fresh network namespace (only a downed loopback); say how it went."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(CLONE_NEWNET) == 0:
-            return "namespace"
-        return f"unavailable: unshare: {os.strerror(ctypes.get_errno())}"
-    except (OSError, AttributeError) as exc:
-        return f"unavailable: {exc}"
-
-
-def _load_trusted(init: dict[str, Any], problems: list[Problem]) -> _Runtime | None:
-    """models.py (declarations only, checked), the base state, and tools.py compiled."""
-    root = Path(init["root"])
-    # tools.py's imports find these loaded (no import event); _strptime is what
-    # datetime.strptime imports on its first call.
+def _preload(trusted: list[str]) -> list[list[str]]:
+    """Import what package code may import: nothing is imported once the sandbox is closed."""
     for module in [*sorted(STDLIB_ALLOWED), "_strptime"]:
         importlib.import_module(module)
-    try:
-        package = loader._make_package(root, init["domain_id"])
-        specs = loader._load_models(root, package, problems)
-        if specs is None:
-            return None
-        tables = {name: dict(rows) for name, rows in init["tables"].items()}
-        state = State(tables, {n: TableSpec(n, s.model, s.key_field) for n, s in specs.items()})
-        path = root / "tools.py"
-        code = compile(path.read_text(encoding="utf-8"), str(path), "exec")
-    except SyntaxError as exc:
-        problems.append(Problem("tools.py", f"line {exc.lineno}", f"syntax error: {exc.msg}"))
-        return None
-    except Exception as exc:
-        problems.append(Problem("tools.py", "", f"sandbox load failed: {exc!r}"))
-        return None
-    clock = datetime.fromisoformat(init["clock"]) if init.get("clock") else None
-    return _Runtime(Toolkit([]), state, clock, package, code)
+    problems = []
+    for module in trusted:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            problems.append(["tools.py", "", f"trusted module {module!r} does not import: {exc!r}"])
+    return problems
+
+
+class _WarmUp(sdk.Record):
+    """Exercises pydantic's paths for the types a record uses, so their lazy imports happen
+    here, before the audit hook refuses imports."""
+
+    model_config = ConfigDict(str_strip_whitespace=False)
+    key: str = Field("k", min_length=1, pattern="^k$")
+    day: date = date(2026, 1, 1)
+    at: datetime | None = None
+    n: int = Field(0, ge=0)
+    ratio: float = 0.5
+    tags: list[str] = []  # noqa: RUF012 (pydantic copies defaults)
+    counts: dict[str, int] = {}  # noqa: RUF012
+    kind: sdk.ToolKind = "read"
 
 
 def _warm_up() -> None:
-    """Run the trusted paths once, so lazy imports and caches happen before the hook."""
-    probe = create_model("probe", day=(date, ...), n=(int, 0))
-    probe.model_json_schema()
-    probe.model_validate_json('{"day": "2026-01-01"}')
-    token = watchdog.default_watchdog().arm(3600.0)  # starts the watchdog thread now
-    watchdog.default_watchdog().disarm(token)
-    watchdog._set_async_exc(0, None)  # resolves the C symbol now; thread 0 does not exist
-    _cpu_used()
+    """Run the trusted paths once, so lazy imports and caches happen before the hooks."""
+    nested = create_model("Nested", inner=(_WarmUp, ...), ref=(str, ...))
+    for model in (_WarmUp, nested):
+        model.model_json_schema()
+    _WarmUp.model_validate_json('{"key": "k", "day": "2026-01-01", "at": "2026-01-01T10:00:00"}')
+    _WarmUp().model_dump(mode="json")
+    datetime.strptime("2026-01-01", "%Y-%m-%d")
+    Toolkit([spec_from_function(_warm_up_tool)]).schemas()
 
 
-def _lower_limits(limits: dict[str, Any]) -> None:
-    memory = int(limits["memory_mb"]) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    # The host raises the soft CPU limit before each call (prlimit): CPU of one call is bounded.
-    cpu = int(_cpu_used() + float(limits["cpu_s"])) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    nproc = int(limits["max_processes"])
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+@sdk.tool("read")
+def _warm_up_tool(db: sdk.Database, day: str, limit: int = 1) -> str:
+    """A tool whose spec the warm-up builds.
+
+    Args:
+        day: A day.
+        limit: How many.
+    """
+    return day
 
 
-# ----- untrusted code, under the hook ------------------------------------------------------------
+# ----- the worker ---------------------------------------------------------------------------------
 
 
-def _load_tools(init: dict[str, Any], runtime: _Runtime, problems: list[Problem]) -> Toolkit | None:
-    """Run tools.py's module code and collect its tools (in the hook's load phase)."""
-    name = f"{runtime.package}.tools"
+class _Alarm:
+    """The deadline of a call as a timer signal: the child may not call C through ctypes, as
+    the in-process watchdog does, and it runs one call at a time on its main thread."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.fired = False
+        signal.signal(signal.SIGALRM, self._ring)
+
+    def _ring(self, signum: int, frame: object) -> None:
+        if self.armed:
+            self.armed, self.fired = False, True
+            raise ToolDeadlineExceeded()
+
+    def arm(self, seconds: float) -> int:
+        self.fired, self.armed = False, True
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+        return 0
+
+    def disarm(self, token: int) -> bool:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.armed = False
+        return self.fired
+
+
+@dataclass
+class _Flags:
+    """What the tool wrappers saw during a call."""
+
+    memory: bool = False
+
+
+@dataclass
+class _Worker:
+    """The package as loaded here, and one mirror per host session."""
+
+    init: dict[str, Any]
+    tables: dict[str, TableSpec] = field(default_factory=dict)
+    toolkit: Toolkit = field(default_factory=lambda: Toolkit([]))
+    state: State | None = None
+    mirrors: OrderedDict[int, Session] = field(default_factory=OrderedDict)
+    violations: list[str] = field(default_factory=list)
+    flags: _Flags = field(default_factory=_Flags)
+    threads: int = 0
+
+    def isolate(self, disabled: list[str], mount: str) -> dict[str, str]:
+        """The worker's own layers, in order, before anything of the package exists here."""
+        limits = self.init["limits"]
+        # Opened while files can still be opened: /dev/null, and libseccomp to build the filter.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        filters = seccomp.Allowlist()
+        layers = {"mount": isolation.empty_root(mount)}
+        layers["user"] = isolation.drop_privileges(limits["uid"], limits["gid"], disabled)
+        layers["limits"] = isolation.lower_limits(limits, float(limits["startup_timeout_s"]))
+        # Nothing package code prints reaches the host's terminal; no warning is formatted
+        # (that reads source files).
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        warnings.simplefilter("ignore")
+        self.alarm = _Alarm()
+        self.threads = _thread._count()
+        layers["seccomp"] = isolation.OFF if "seccomp" in disabled else filters.load()
+        _install_hook(LOAD_EVENTS, self.violations, adds=1)
+        layers["audit"] = isolation.ACTIVE
+        return layers
+
+    # ----- requests ---------------------------------------------------------------------------
+
+    def handle(self, frame: Frame) -> tuple[dict[str, Any], str, Any]:
+        op = frame.meta.get("op")
+        if op == "describe":
+            return self._describe_package(frame.decoded_data())
+        if op == "begin":
+            return self._begin(frame.decoded_data())
+        if op == "call":
+            return self._call(frame.meta, frame.decoded_data())
+        return {"failure": f"unknown request {op!r}"}, "", None
+
+    def _describe_package(self, raw_db: Any) -> tuple[dict[str, Any], str, Any]:
+        problems: list[Problem] = []
+        try:
+            loaded = self._load(problems)
+        except SandboxViolation:
+            loaded = False
+        problems += [Problem("tools.py", "loading", v) for v in self.violations]
+        db = None
+        if loaded and not problems:
+            if isinstance(raw_db, dict):
+                db = describe.normalize_db(raw_db, self.tables, problems)
+            tables = describe.describe_tables(self.tables)
+            tools = describe.describe_tools(self.toolkit)
+        # The serving hook goes in whatever happened, for good; if package code took its slot,
+        # this worker cannot be made safe to serve: it stops.
+        try:
+            _install_hook(SERVE_EVENTS, self.violations)
+        except SandboxViolation:
+            os._exit(4)
+        found = [[p.file, p.location, p.message] for p in problems]
+        if problems or not loaded:
+            return {"ok": False, "problems": found}, "", None
+        return {"ok": True, "tables": tables, "tools": tools, "problems": []}, "", db
+
+    def _load(self, problems: list[Problem]) -> bool:
+        """Run models.py then tools.py as the package's modules; collect tables and tools."""
+        package = f"maestro_domain_{self.init['domain_id']}"
+        root = types.ModuleType(package)
+        root.__path__ = []
+        sys.modules[package] = root
+        models = _module_from_source(package, "models", self.init["models_source"], problems)
+        if models is None:
+            return False
+        root.models = models  # type: ignore[attr-defined]
+        tables = table_specs(models, problems)
+        if tables is None:
+            return False
+        self.tables = tables
+        tools = _module_from_source(package, "tools", self.init["tools_source"], problems)
+        if tools is None:
+            return False
+        specs = []
+        for fn in tool_functions(tools):
+            try:
+                specs.append(self._guarded(spec_from_function(fn)))
+            except Exception as exc:  # ToolDefinitionError, or what a hostile object raises
+                problems.append(Problem("tools.py", "", str(exc)[:2000]))
+        if not specs:
+            problems.append(
+                Problem("tools.py", "", "defines no tool (functions marked with @tool)")
+            )
+            return False
+        self.toolkit = Toolkit(specs, watchdog=self.alarm)
+        return True
+
+    def _guarded(self, spec: ToolSpec) -> ToolSpec:
+        """The spec with its function wrapped to note a MemoryError: the typed signal that a
+        call hit the memory limit (the outcome itself only carries the message)."""
+        fn, flags = spec.fn, self.flags
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except MemoryError:
+                flags.memory = True
+                raise
+
+        return replace(spec, fn=run)
+
+    def _begin(self, tables: Any) -> tuple[dict[str, Any], str, Any]:
+        rows = {name: dict(rows) for name, rows in tables.items()}
+        self.state = State(rows, self.tables)
+        self.mirrors.clear()
+        return {"state_hash": self.state.state_hash()}, "", None
+
+    def _call(self, meta: dict[str, Any], sync: Any) -> tuple[dict[str, Any], str, Any]:
+        assert self.state is not None
+        for sid in meta.get("forget", ()):
+            self.mirrors.pop(sid, None)
+        sid = int(meta["sid"])
+        mirror = self.mirrors.get(sid)
+        if meta.get("full"):
+            mirror = self.state.session(clock=_clock(self.init))
+            self.mirrors[sid] = mirror
+            while len(self.mirrors) > MAX_MIRRORS:
+                self.mirrors.popitem(last=False)
+        elif mirror is None:
+            return {"need_full": True}, "", None
+        self.mirrors.move_to_end(sid)
+        for table, key, op, record in sync or ():
+            if op == "revert":
+                mirror.forget(table, key)
+            else:
+                mirror.override(table, key, record if op == "put" else None)
+        mirror.closed = bool(meta.get("closed"))
+        before = {(t, k): v for t, k, v in mirror.overlay_entries()}
+        self.flags.memory = False
+        try:
+            outcome = self.toolkit.call(
+                mirror, str(meta["name"]), meta["arguments"], deadline_s=float(meta["deadline_s"])
+            )
+        except SandboxViolation:
+            outcome = None
+        started = _thread._count() - self.threads
+        if started > 0:
+            self.violations.append(f"the sandbox refused the {started} thread(s) the call started")
+        if self.violations:
+            # The tool may have caught the refusal; its writes are dropped all the same.
+            return {"refused": self.violations[0][:1000]}, "", None
+        assert outcome is not None
+        if self.flags.memory:
+            return {"limit": "memory"}, "", None
+        writes = [
+            [t, k, v] for t, k, v in mirror.overlay_entries() if before.get((t, k), 0) is not v
+        ]
+        return {"status": outcome.status}, outcome.content, writes
+
+
+def _module_from_source(
+    package: str, stem: str, source: str, problems: list[Problem]
+) -> types.ModuleType | None:
+    """Run a package file's source as ``package.stem``; its problems located at its lines."""
+    name = f"{package}.{stem}"
     module = types.ModuleType(name)
-    module.__file__ = str(Path(init["root"]) / "tools.py")
-    module.__package__ = runtime.package
+    module.__file__ = f"{stem}.py"
+    module.__package__ = package
     sys.modules[name] = module
     try:
-        _exec_tools(runtime.code, module)
-        specs = [spec_from_function(fn) for fn in tool_functions(module)]
-        return Toolkit(specs)
+        code = compile(source, f"{stem}.py", "exec")
+    except SyntaxError as exc:
+        problems.append(Problem(f"{stem}.py", f"line {exc.lineno}", f"syntax error: {exc.msg}"))
+        return None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        problems.append(Problem(f"{stem}.py", "", f"cannot be compiled: {exc!r}"[:2000]))
+        return None
+    try:
+        exec(code, module.__dict__)
     except SandboxViolation:
+        raise
+    except BaseException as exc:  # SystemExit and the like are the module's problem too
+        # The traceback's second entry is the module's own frame: its line is the statement
+        # that failed (read without touching frames, which the audit hook guards).
+        tb = exc.__traceback__
+        line = tb.tb_next.tb_lineno if tb is not None and tb.tb_next is not None else None
+        where = f"line {line}" if line else ""
+        text = f"import failed: {type(exc).__name__}: {exc}"
+        problems.append(Problem(f"{stem}.py", where, text[:2000]))
         return None
-    except Exception as exc:
-        problems.append(Problem("tools.py", "", f"import failed: {type(exc).__name__}: {exc}"))
-        return None
+    return module
 
 
-def _exec_tools(code: CodeType, module: types.ModuleType) -> None:
-    exec(code, module.__dict__)
+def _install_hook(allowed: frozenset[str], violations: list[str], *, adds: int = 0) -> None:
+    """Add an audit hook refusing every event outside ``allowed``; hooks cannot be removed.
 
-
-def _warm_up_toolkit(runtime: _Runtime) -> None:
-    session = runtime.state.session(clock=runtime.clock)
-    name = runtime.toolkit.names[0]
-    runtime.toolkit.call(session, name, "{not json")
-    runtime.toolkit.call(session, name, {"no_such_argument": 1})
-    runtime.schemas = runtime.toolkit.schemas()
-    runtime.state.state_hash()
-
-
-#: While tools.py loads, these kinds of operation are refused (everything else is allowed, so
-#: imports, pydantic and typing work); once it has loaded, everything is refused but a few.
-_LOAD_REFUSED = (
-    "_thread.", "ctypes.", "ftplib.", "gc.", "http.", "imaplib.", "mmap.", "os.", "pickle.",
-    "poplib.", "pty.", "resource.", "shutil.", "signal.", "smtplib.", "socket.", "sqlite3.",
-    "subprocess.", "sys.addaudithook", "sys.settrace", "sys.setprofile", "telnetlib.",
-    "urllib.", "webbrowser.", "winreg.",
-)  # fmt: skip
-_LOAD_ALLOWED_OS = frozenset({"os.listdir", "os.scandir"})
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-
-
-def _install_audit_hook(
-    violations: list[str], read_roots: list[str], seccomp_load: CodeType
-) -> Callable[[], None]:
-    """Install the hook in its load phase; returns the function that moves it to serving."""
-    trusted: dict[str, frozenset[CodeType]] = {
-        # The watchdog interrupts a tool past its deadline through ctypes, and the serving
-        # seccomp filter is loaded through it; nothing else may call C.
-        "ctypes.call_function": frozenset({watchdog._set_async_exc.__code__, seccomp_load}),
-        # typing evaluates string annotations (``from __future__ import annotations``).
-        "compile": frozenset({typing.ForwardRef.__init__.__code__}),
-        "exec": frozenset({typing.ForwardRef._evaluate.__code__, _exec_tools.__code__}),
-        # Counting the process's threads after each call.
-        "os.listdir": frozenset({_thread_count.__code__}),
-    }
-    roots = tuple(os.path.realpath(r) + os.sep for r in read_roots if r)
-    loading = [True]
-    inside = threading.local()
-
-    def allowed(event: str, args: tuple[Any, ...]) -> bool:
-        if event in ALLOWED_EVENTS:
-            return True
-        codes = trusted.get(event)
-        if codes is not None and sys._getframe(2).f_code in codes:
-            return True
-        if not loading[0]:
-            return False
-        if event == "open":
-            return _readonly_under(args, roots)
-        return event in _LOAD_ALLOWED_OS or not event.startswith(_LOAD_REFUSED)
+    The hook's state lives only in its closure, which nothing but the interpreter references:
+    no caller is trusted by identity (a check by caller can be borrowed), and the serving phase
+    adds a second, narrower hook rather than changing this one. ``adds``: how many more hooks
+    this one lets be added (the serving hook); package code that adds one first takes the
+    slot, and the worker, refused, stops.
+    """
+    remaining = adds
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if getattr(inside, "active", False):
-            return  # sys._getframe inside the hook raises its own event
-        inside.active = True
-        try:
-            if allowed(event, args):
-                return
-        finally:
-            inside.active = False
-        message = f"the sandbox refused {_describe(event, args)}"
+        nonlocal remaining
+        if event in allowed:
+            return
+        if event == "sys.addaudithook" and remaining > 0:
+            remaining -= 1
+            return
+        message = f"the sandbox refused {_event_text(event, args)}"
         violations.append(message)
         raise SandboxViolation(message)
 
-    def serve() -> None:
-        loading[0] = False
-
     sys.addaudithook(hook)
-    return serve
 
 
-def _thread_count() -> int:
-    """Threads of this process, as the kernel sees them (raw ``_thread`` ones included)."""
-    return len(os.listdir("/proc/self/task"))
-
-
-def _readonly_under(args: tuple[Any, ...], roots: tuple[str, ...]) -> bool:
-    path, mode, flags = (*args, None, None, 0)[:3]
-    if not isinstance(path, str):
-        return False
-    if isinstance(mode, str) and any(c in mode for c in "wax+"):
-        return False
-    if isinstance(flags, int) and flags & _WRITE_FLAGS:
-        return False
-    return (os.path.realpath(path) + os.sep).startswith(roots) or os.path.realpath(path).startswith(
-        roots
-    )
-
-
-def _describe(event: str, args: tuple[Any, ...]) -> str:
-    shown = [repr(a)[:120] if isinstance(a, str | bytes | int) else type(a).__name__ for a in args]
+def _event_text(event: str, args: tuple[Any, ...]) -> str:
+    # Exact types only: a subclass's __repr__ would run package code inside the hook.
+    shown = [repr(a)[:120] if type(a) in (str, bytes, int) else type(a).__name__ for a in args]
     return f"{event}({', '.join(shown[:3])})"
 
 
-def _cpu_used() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-# ----- serving calls ----------------------------------------------------------------------------
-
-
-def _serve(runtime: _Runtime, request: dict[str, Any]) -> dict[str, Any]:
-    for sid in request.get("forget", ()):
-        runtime.mirrors.pop(sid, None)
-    sid = int(request["sid"])
-    mirror = runtime.mirrors.get(sid)
-    if request.get("full"):
-        mirror = runtime.state.session(clock=runtime.clock)
-        runtime.mirrors[sid] = mirror
-        while len(runtime.mirrors) > MAX_MIRRORS:
-            runtime.mirrors.popitem(last=False)
-    elif mirror is None:
-        return {"need_full": True}
-    runtime.mirrors.move_to_end(sid)
-    _apply_sync(mirror, request.get("sync", ()))
-    mirror.closed = bool(request.get("closed"))
-    before = _snapshot(mirror)
-    name = str(request["name"])
-    try:
-        outcome: ToolOutcome | None = runtime.toolkit.call(
-            mirror, name, request["arguments"], deadline_s=float(request["deadline_s"])
-        )
-    except SandboxViolation:
-        outcome = None
-    except BaseException as exc:  # MemoryError or worse outside the tool's own try
-        return {"failure": f"{type(exc).__name__}: {exc}"[:500], "cpu_s": _cpu_used()}
-    started = _thread_count() - runtime.threads if runtime.threads >= 0 else 0
-    if started > 0:
-        runtime.violations.append(f"the sandbox refused the {started} thread(s) the call started")
-    if runtime.violations:
-        # The tool may have caught the refusal; its writes are dropped all the same.
-        return {"violation": runtime.violations[0], "cpu_s": _cpu_used()}
-    assert outcome is not None
-    reply = asdict(outcome)
-    limit_hit = _limit_hit(runtime, outcome) if outcome.status == "exception" else None
-    if limit_hit:
-        reply["status"], reply["content"] = (
-            "sandbox",
-            f"Error: {name} {limit_hit}; nothing was changed.",
-        )
-    return {"outcome": reply, "writes": _writes_since(mirror, before), "cpu_s": _cpu_used()}
-
-
-def _limit_hit(runtime: _Runtime, outcome: ToolOutcome) -> str | None:
-    """The limit behind a tool's exception, when one of the sandbox's limits caused it."""
-    # Toolkit.call renders the exception as "Error: NAME failed: TYPE: message".
-    if f"{outcome.name} failed: MemoryError" in outcome.content:
-        return f"ran out of memory (the sandbox allows {runtime.memory_mb} MiB)"
-    if runtime.threads < 0 and "RuntimeError: can't start new thread" in outcome.content:
-        return "tried to start a thread; the sandbox refused it (seccomp)"
-    return None
-
-
-def _overlay(session: Session) -> dict[str, dict[str, Any]]:
-    # The child owns these mirrors; it works on the overlay directly, as the store does.
-    return session._overlay
-
-
-def _apply_sync(mirror: Session, sync: Any) -> None:
-    overlay = _overlay(mirror)
-    for table, key, op, record in sync:
-        layer = overlay.setdefault(table, {})
-        if op == "put":
-            layer[key] = record
-        elif op == "delete":
-            layer[key] = _deleted_marker()
-        else:  # "revert": the host's session no longer overrides this address
-            layer.pop(key, None)
-
-
-def _deleted_marker() -> Any:
-    return store._DELETED
-
-
-def _snapshot(mirror: Session) -> dict[tuple[str, str], Any]:
-    return {(t, k): v for t, layer in _overlay(mirror).items() for k, v in layer.items()}
-
-
-def _writes_since(mirror: Session, before: dict[tuple[str, str], Any]) -> list[list[Any]]:
-    deleted = _deleted_marker()
-    out: list[list[Any]] = []
-    for table, layer in _overlay(mirror).items():
-        for key, value in layer.items():
-            if before.get((table, key)) is not value:
-                out.append([table, key, None if value is deleted else value])
-    return out
+def _clock(init: dict[str, Any]) -> datetime | None:
+    return datetime.fromisoformat(init["clock"]) if init.get("clock") else None
 
 
 def _entry() -> int:
     try:
         return main(sys.argv)
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as exc:  # no traceback: formatting one reads source files
+        os.write(2, f"sandbox child failed: {exc!r}\n".encode(errors="replace"))
         return 3
 
 

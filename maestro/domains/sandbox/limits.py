@@ -1,4 +1,4 @@
-"""How much a sandbox child may use: CPU, memory, processes, wall time, reply size."""
+"""How much a sandbox child may use and send: CPU, memory, processes, time, replies, writes."""
 
 from __future__ import annotations
 
@@ -25,5 +25,18 @@ class SandboxLimits(BaseModel):
         60.0, gt=0, description="wall time to start the child and load the package"
     )
     max_reply_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, description="largest reply the host accepts from the child"
+        16 * 1024 * 1024, ge=1024, description="largest answer text of one call the host accepts"
     )
+    max_writes: int = Field(
+        1000, ge=1, description="most records one call may write (insert, change or delete)"
+    )
+    max_write_bytes: int = Field(
+        1024 * 1024, ge=1024, description="largest size of one call's writes, as JSON"
+    )
+    max_package_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="largest description of the package (schemas and the normalized database)",
+    )
+    uid: int = Field(65534, ge=1, description="the unprivileged user the child runs as (nobody)")
+    gid: int = Field(65534, ge=1, description="the unprivileged group the child runs as")

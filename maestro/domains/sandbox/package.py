@@ -1,145 +1,228 @@
-"""Load a domain package whose tools run in the sandbox."""
+"""Load a domain package whose Python runs only in the sandbox.
+
+The loader's steps (``loader.assemble_package``) with the code step done by a sandbox child:
+the host reads models.py and tools.py as text (checked statically, as a linter), starts a
+child, and gets back, as JSON, what it needs: tables, record schemas, tools, and the database
+normalized by the real record types. It validates all of it with models of its own
+(``description.py``), hands the child the database as the host validated it, and checks the
+child agrees (same state hash). Nothing of the package is imported or evaluated in the host.
+"""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from maestro.domains import loader
 from maestro.domains.errors import DomainLoadError, Problem
+from maestro.domains.loader import CodeLoader, PackageCode
+from maestro.domains.models import DomainManifest
 from maestro.domains.package import Domain
-from maestro.domains.runtime import ToolSpec
+from maestro.domains.sandbox.description import (
+    host_state,
+    host_tables,
+    host_tools,
+    read_description,
+)
+from maestro.domains.sandbox.isolation import SWITCHABLE
 from maestro.domains.sandbox.limits import SandboxLimits
-from maestro.domains.sandbox.process import ChildFailure
-from maestro.domains.sandbox.signatures import specs_from_source
+from maestro.domains.sandbox.process import (
+    BEGIN_CAPS,
+    ChildFailure,
+    Launch,
+    SandboxProcess,
+    SandboxStartError,
+)
 from maestro.domains.sandbox.static import check_models_source, check_tools_source
-from maestro.domains.sandbox.toolkit import SandboxToolkit
+from maestro.domains.sandbox.toolkit import Package, SandboxToolkit, describe_caps, description_key
 
 
 @contextmanager
 def load_sandboxed_domain(
-    path: str | Path, limits: SandboxLimits | None = None, *, check_gold: bool = True
+    path: str | Path,
+    limits: SandboxLimits | None = None,
+    *,
+    check_gold: bool = True,
+    trusted_modules: Sequence[str] = (),
 ) -> Iterator[Domain]:
-    """Load an untrusted domain package; its tools run only in a sandbox child process.
+    """Load a domain package whose models.py and tools.py run only in a sandbox child.
 
     Usage: ``with load_sandboxed_domain(path) as domain: ...``; ``domain.toolkit`` is a
-    :class:`SandboxToolkit`. tools.py and models.py are checked statically first; models.py
-    (declarations only) is imported in the host, tools.py only in the child. Raises
-    :class:`~maestro.domains.errors.DomainLoadError` listing every problem (static ones
-    included). The child is stopped when the block exits.
+    :class:`SandboxToolkit`. Raises :class:`~maestro.domains.errors.DomainLoadError` listing
+    every problem (the static check's included). The child stops when the block exits.
+
+    ``trusted_modules`` names modules of vetted outside code (an installed benchmark's own
+    classes) the child imports before it closes, so that tools.py may import them; it is the
+    caller's decision, never the package's.
     """
-    domain = _open(path, limits or SandboxLimits(), check_gold=check_gold, check_tools=True)
+    domain = open_untrusted(path, limits, check_gold=check_gold, trusted_modules=trusted_modules)
     try:
         yield domain
     finally:
-        assert isinstance(domain.toolkit, SandboxToolkit)
-        domain.toolkit.close()
+        domain.close()
 
 
 def open_untrusted(
-    path: str | Path, limits: SandboxLimits | None = None, *, check_gold: bool = True
+    path: str | Path,
+    limits: SandboxLimits | None = None,
+    *,
+    check_gold: bool = True,
+    trusted_modules: Sequence[str] = (),
 ) -> Domain:
-    """Like :func:`load_sandboxed_domain`, for callers that hold the domain beyond one block
-    (the loader, for synthesized packages): ``domain.close()`` stops the child, and so does
-    this process's end."""
-    return _open(path, limits or SandboxLimits(), check_gold=check_gold, check_tools=True)
+    """Like :func:`load_sandboxed_domain`, for callers that hold the domain beyond one block:
+    ``domain.close()`` stops the child, and so does this process's end."""
+    options = SandboxOptions(limits or SandboxLimits(), tuple(trusted_modules))
+    return _open(path, options, check_gold=check_gold)
 
 
-def _open(
-    path: str | Path, limits: SandboxLimits, *, check_gold: bool, check_tools: bool
-) -> Domain:
-    """The loader's steps with tools.py kept out of the host.
+@dataclass(frozen=True)
+class SandboxOptions:
+    """How the host loads a sandboxed package: all of it the host's choice.
 
-    ``check_tools=False`` skips the static check of tools.py: tests use it to show what the
-    run-time layer stops on its own. models.py is always checked, since the host imports it.
+    ``check_static`` and ``disable`` exist for tests: they bypass the static check and turn
+    isolation layers off, to show what the remaining layers stop on their own.
     """
-    root = Path(path)
-    if not root.is_dir():
-        raise DomainLoadError(str(root), [Problem(str(root), "", "not a folder")])
-    problems: list[Problem] = []
-    tools_source = _read(root, "tools.py", problems)
-    models_source = _read(root, "models.py", problems)
-    if models_source is not None:
-        problems += check_models_source(models_source)
-    if tools_source is not None and check_tools:
-        problems += check_tools_source(tools_source)
-    if problems or tools_source is None:
-        raise DomainLoadError(str(root), problems)
 
-    manifest = loader._load_manifest(root, problems)
-    package = loader._make_package(root, manifest.id if manifest else root.name)
-    tables = loader._load_models(root, package, problems)  # passed the declarations-only check
-    state = loader._load_db(root, tables, problems) if tables is not None else None
-    policy = loader._load_policy(root, problems)
-    models = sys.modules.get(f"{package}.models")
-    specs = _host_specs(tools_source, models, problems) if models else []
-    if manifest is None or tables is None or state is None or problems:
-        raise DomainLoadError(str(root), problems)
-    init: dict[str, Any] = {
-        "root": str(root.resolve()),
-        "domain_id": manifest.id,
-        "tables": state.to_dict(),
-        "clock": manifest.clock.isoformat() if manifest.clock else None,
-        "limits": limits.model_dump(),
-    }
-    toolkit = SandboxToolkit(specs, init, limits)
-    try:
-        _check_child(toolkit, state.state_hash())
-        domain = Domain(manifest, root, tables, state, toolkit, policy or "", [])
-        domain.tasks = loader._load_tasks(root, domain, problems, check_gold=check_gold)
-        if problems:
-            raise DomainLoadError(str(root), problems)
-    except BaseException:
-        toolkit.close()
-        raise
+    limits: SandboxLimits
+    trusted_modules: tuple[str, ...] = ()
+    check_static: bool = True
+    disable: frozenset[str] = frozenset()
+
+
+def sandboxed_code(options: SandboxOptions | None = None) -> CodeLoader:
+    """The loader's code step, done in a sandbox child (``loader.inspect_package`` uses it for
+    every package outside the library)."""
+    opts = options or SandboxOptions(SandboxLimits())
+    unknown = opts.disable - SWITCHABLE
+    if unknown:
+        raise ValueError(f"no layer named {sorted(unknown)}; layers: {sorted(SWITCHABLE)}")
+
+    def load(
+        root: Path, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+    ) -> PackageCode | None:
+        return _sandboxed(root, manifest, raw_db, problems, opts)
+
+    return load
+
+
+def _open(path: str | Path, options: SandboxOptions, *, check_gold: bool) -> Domain:
+    domain, problems = loader.assemble_package(path, sandboxed_code(options), check_gold=check_gold)
+    if problems or domain is None:
+        if domain is not None:
+            domain.close()
+        raise DomainLoadError(str(path), problems)
     return domain
 
 
-def _host_specs(source: str, models: ModuleType, problems: list[Problem]) -> list[ToolSpec]:
+def _sandboxed(
+    root: Path,
+    manifest: DomainManifest,
+    raw_db: Any,
+    problems: list[Problem],
+    options: SandboxOptions,
+) -> PackageCode | None:
+    found: list[Problem] = []
+    models_source = _read(root, "models.py", found)
+    tools_source = _read(root, "tools.py", found)
+    if options.check_static:
+        if models_source is not None:
+            found += check_models_source(models_source)
+        if tools_source is not None:
+            found += check_tools_source(tools_source, trusted_modules=options.trusted_modules)
+    if raw_db is not None and not isinstance(raw_db, dict):
+        found.append(Problem("db.json", "", "must be an object of tables"))
+    problems.extend(found)
+    if found or models_source is None or tools_source is None or raw_db is None:
+        return None
+    launch = Launch(
+        options.limits,
+        manifest.id,
+        manifest.clock.isoformat() if manifest.clock else None,
+        models_source,
+        tools_source,
+        options.trusted_modules,
+        options.disable,
+    )
+    process = SandboxProcess(launch)
     try:
-        return specs_from_source(source, models, problems)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        # Reached only with the static check bypassed: it reports these first otherwise.
-        problems.append(Problem("tools.py", "", f"cannot be read: {type(exc).__name__}: {exc}"))
-        return []
+        code = _first_boot(process, launch, raw_db, problems)
+    except BaseException:
+        process.kill()
+        raise
+    if code is None:
+        process.kill()
+    return code
+
+
+def _first_boot(
+    process: SandboxProcess, launch: Launch, raw_db: dict[str, Any], problems: list[Problem]
+) -> PackageCode | None:
+    """Start the first child: hello, describe (with db.json), the host's models, begin."""
+    limits = launch.limits
+    try:
+        process.start()
+        described = process.exchange(
+            {"op": "describe"},
+            raw_db,
+            timeout_s=limits.startup_timeout_s,
+            caps=describe_caps(limits),
+        )
+    except SandboxStartError as exc:
+        problems.extend(Problem(*p) for p in _problem_rows(exc.problems))
+        problems.append(Problem("tools.py", "", exc.reason))
+        return None
+    except ChildFailure as exc:
+        problems.append(Problem("tools.py", "", f"the sandbox child failed: {exc.reason}"))
+        return None
+    description = read_description(described.meta)
+    if isinstance(description, list):
+        problems.extend(description)
+        return None
+    found: list[Problem] = []
+    tables = host_tables(description, found)
+    specs = host_tools(description, found)
+    try:
+        state = host_state(tables, described.decoded_data(), found) if not found else None
+    except (ValueError, RecursionError) as exc:  # the data section is not JSON
+        found.append(
+            Problem("db.json", "", f"the sandbox child sent an unreadable database: {exc}")
+        )
+        state = None
+    problems.extend(found)
+    if found or state is None:
+        return None
+    try:
+        ready = process.exchange(
+            {"op": "begin"}, state.to_dict(), timeout_s=limits.startup_timeout_s, caps=BEGIN_CAPS
+        )
+    except ChildFailure as exc:
+        problems.append(Problem("tools.py", "", f"the sandbox child failed: {exc.reason}"))
+        return None
+    if ready.meta.get("state_hash") != state.state_hash():
+        problems.append(Problem("db.json", "", "the sandbox child sees another database"))
+        return None
+    package = Package(launch, description_key(described.meta), tables, state)
+    return PackageCode(tables, state, SandboxToolkit(specs, package, first=process))
+
+
+def _problem_rows(rows: list[Any]) -> list[tuple[str, str, str]]:
+    out = []
+    for row in rows[:1000]:
+        if isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row):
+            out.append((row[0][:200], row[1][:200], row[2][:2000]))
+    return out
 
 
 def _read(root: Path, name: str, problems: list[Problem]) -> str | None:
     try:
         return (root / name).read_text(encoding="utf-8")
     except FileNotFoundError:
-        problems.append(Problem(name, "", "missing"))
+        return None  # the loader reports missing files
     except UnicodeDecodeError as exc:
         problems.append(Problem(name, f"byte {exc.start}", "not UTF-8 text"))
+    except OSError as exc:
+        problems.append(Problem(name, "", f"cannot be read: {exc.strerror}"))
     return None
-
-
-def _check_child(toolkit: SandboxToolkit, state_hash: str) -> None:
-    """Start the child and check it sees the tools and the database the host does."""
-    try:
-        ready = toolkit.start()
-    except ChildFailure as exc:
-        raise DomainLoadError(
-            toolkit._init["root"], [Problem("tools.py", "", exc.reason)]
-        ) from None
-    problems = []
-    host_schemas = toolkit.schemas()
-    if ready.get("schemas") != host_schemas:
-        host = [s["function"]["name"] for s in host_schemas]
-        child = [s.get("function", {}).get("name") for s in ready.get("schemas") or []]
-        problems.append(
-            Problem(
-                "tools.py",
-                "",
-                f"the sandbox loaded other tools than the source declares (source: {host};"
-                f" loaded: {child}); tools must be plain @tool functions",
-            )
-        )
-    if ready.get("state_hash") != state_hash:
-        problems.append(Problem("db.json", "", "the sandbox child sees another database"))
-    if problems:
-        raise DomainLoadError(toolkit._init["root"], problems)

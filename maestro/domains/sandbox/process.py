@@ -1,9 +1,11 @@
-"""The host's handle on one sandbox child process: start, request with a deadline, kill.
+"""The host's handle on one sandbox child: start it, exchange checked frames, bound it, kill it.
 
 The child is a fresh interpreter (``subprocess`` with exec, never a bare fork: the host may hold
-threads of deltalake's tokio runtime, which do not survive a fork). Anything that goes wrong with
-it (it dies, hangs, answers garbage or too much) becomes a :class:`ChildFailure` with a reason,
-and the process is killed; the next request starts a new one.
+threads of deltalake's tokio runtime, which do not survive a fork) in its own session, so the
+host kills its whole process group (launcher, init, worker) at once. Every request carries a
+sequence number and a fresh random nonce; a reply must echo both, and nothing may arrive that
+was not asked for: anything else (a forged, stale, extra or oversized frame, garbage, silence
+past the deadline, an exit) becomes a :class:`ChildFailure` and the child is killed.
 """
 
 from __future__ import annotations
@@ -12,21 +14,39 @@ import contextlib
 import math
 import os
 import resource
-import select
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from maestro.domains.sandbox.limits import SandboxLimits
-from maestro.domains.sandbox.protocol import ChannelError, read_until, write_until
+from maestro.domains.sandbox.protocol import (
+    Caps,
+    ChannelError,
+    Frame,
+    encode,
+    pending,
+    read_until,
+    write_until,
+)
 
 STDERR_TAIL_BYTES = 4000
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+HELLO_CAPS = Caps(meta=64 * 1024, text=0, data=0)
+BEGIN_CAPS = Caps(meta=4 * 1024, text=0, data=0)
 
 
 class ChildFailure(Exception):
-    """The child did not answer: ``kind`` is "timeout", "crash", "limit", "protocol" or "start"."""
+    """The child did not answer as asked.
+
+    ``kind``: "timeout", "crash", "limit" (a resource limit killed it), "seccomp" (it made a
+    system call outside the allowlist), "protocol" (it broke the protocol), "start", "closed".
+    """
 
     def __init__(self, kind: str, reason: str) -> None:
         super().__init__(reason)
@@ -43,18 +63,47 @@ class SandboxStartError(Exception):
         self.problems = problems or []
 
 
-class SandboxProcess:
-    """One running child; :meth:`request` is the only way to talk to it."""
+@dataclass(frozen=True)
+class Launch:
+    """What every child of one package starts with: limits, the package's sources and clock,
+    and the host's own options (never read from the package)."""
 
-    def __init__(self, limits: SandboxLimits, init: dict[str, Any]) -> None:
-        self.limits = limits
-        self._init = init
+    limits: SandboxLimits
+    domain_id: str
+    clock: str | None
+    models_source: str
+    tools_source: str
+    trusted_modules: tuple[str, ...] = ()
+    disable: frozenset[str] = frozenset()  # layers a test turns off
+
+    def init(self) -> dict[str, Any]:
+        return {
+            "op": "init",
+            "domain_id": self.domain_id,
+            "clock": self.clock,
+            "models_source": self.models_source,
+            "tools_source": self.tools_source,
+            "limits": self.limits.model_dump(),
+            "options": {
+                "trusted_modules": list(self.trusted_modules),
+                "disable": sorted(self.disable),
+            },
+        }
+
+
+class SandboxProcess:
+    """One running child; :meth:`exchange` is the only way to talk to it."""
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.limits = launch.limits
         self._proc: subprocess.Popen[bytes] | None = None
         self._to_child = -1
         self._from_child = -1
-        self.ready: dict[str, Any] = {}
-        self.cpu_s = 0.0
+        self._seq = 0
         self._cpu_soft = -1
+        self.layers: dict[str, str] = {}
+        self.worker_pid: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -64,28 +113,31 @@ class SandboxProcess:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> dict[str, Any]:
-        """Start the child and wait for it to load the package; returns its ready message."""
+    def start(self) -> dict[str, str]:
+        """Start the child; returns the status of each layer, as the worker reported it
+        before any package code existed in it."""
         self._spawn()
-        deadline = time.monotonic() + self.limits.startup_timeout_s
         try:
-            write_until(self._to_child, self._init, deadline)
-            ready = read_until(self._from_child, deadline, self.limits.max_reply_bytes)
-        except ChannelError as exc:
+            hello = self.exchange(
+                self.launch.init(), timeout_s=self.limits.startup_timeout_s, caps=HELLO_CAPS
+            )
+        except ChildFailure as exc:
             tail = self._stderr_tail()
             self.kill()
             raise SandboxStartError(
                 f"the sandbox child did not start: {exc.reason}{tail}"
             ) from None
         self._close_stderr()
-        if not ready.get("ok"):
+        if hello.meta.get("ok") is not True or not isinstance(hello.meta.get("layers"), dict):
+            problems = hello.meta.get("problems")
             self.kill()
             raise SandboxStartError(
-                "the sandbox child could not load the package", ready.get("problems")
+                "the sandbox child could not start",
+                problems if isinstance(problems, list) else None,
             )
-        self.ready = ready
-        self.cpu_s = float(ready.get("cpu_s", 0.0))
-        return ready
+        self.layers = {str(k): str(v)[:500] for k, v in hello.meta["layers"].items()}
+        self.worker_pid = _leaf(self._proc.pid) if self._proc else None
+        return self.layers
 
     def _spawn(self) -> None:
         """A fresh interpreter running the child, with a pipe each way."""
@@ -99,7 +151,7 @@ class SandboxProcess:
                 [
                     sys.executable,
                     "-I",  # no user site, no PYTHON* variables, no cwd on sys.path
-                    "-B",  # no .pyc writes: writing files is refused in the child
+                    "-B",  # no .pyc writes
                     "-m",
                     "maestro.domains.sandbox.child",
                     str(child_in),
@@ -109,7 +161,7 @@ class SandboxProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,  # read only when the start fails
-                start_new_session=True,  # the host's Ctrl-C and job control do not reach it
+                start_new_session=True,  # its own process group: killed as one
                 env={"PYTHONHASHSEED": "0", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"},
                 cwd="/",
             )
@@ -124,40 +176,64 @@ class SandboxProcess:
         os.set_blocking(host_out, False)
         os.set_blocking(host_in, False)
 
-    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send one request and wait for its reply; ChildFailure (child killed) otherwise."""
+    def exchange(
+        self, meta: dict[str, Any], data: Any = None, *, timeout_s: float, caps: Caps
+    ) -> Frame:
+        """Send one request and read its reply, checked; ChildFailure (child killed) otherwise."""
         if not self.alive:
             raise ChildFailure("crash", "the sandbox child is not running")
-        self._bound_cpu()
+        waiting = pending(self._from_child)
+        if waiting is not False:
+            raise self._breach("it sent a frame nobody asked for") if waiting else self._exited()
+        self._seq += 1
+        seq, nonce = self._seq, secrets.token_hex(16)
         deadline = time.monotonic() + timeout_s
         try:
-            write_until(self._to_child, message, deadline)
-            reply = read_until(self._from_child, deadline, self.limits.max_reply_bytes)
+            frame = encode({**meta, "seq": seq, "nonce": nonce}, "", data)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ChildFailure("protocol", f"the request cannot be sent: {exc}") from None
+        try:
+            write_until(self._to_child, frame, deadline)
+            reply = read_until(self._from_child, deadline, caps)
         except ChannelError as exc:
             raise self._failure(exc) from None
-        self.cpu_s = float(reply.get("cpu_s", self.cpu_s))
+        if reply.meta.get("seq") != seq or reply.meta.get("nonce") != nonce:
+            raise self._breach("a reply to another request (wrong sequence number or nonce)")
+        if pending(self._from_child):
+            raise self._breach("it sent more than its reply")
         return reply
 
-    def _bound_cpu(self) -> None:
-        """The child's soft CPU limit: what it used so far plus one call's allowance."""
-        assert self._proc is not None
-        soft = math.ceil(self.cpu_s + self.limits.cpu_s)
+    def bound_cpu(self) -> None:
+        """Before a call: the worker's CPU limit is what it used so far plus one call's."""
+        if self._proc is None or self.worker_pid is None:
+            return
+        used = _cpu_seconds(self.worker_pid)
+        if used is None:
+            return
+        soft = math.ceil(used + self.limits.cpu_s)
         if soft == self._cpu_soft:
             return  # RLIMIT_CPU counts whole seconds: most calls leave it where it is
         self._cpu_soft = soft
-        with contextlib.suppress(OSError, ValueError):  # it just exited: the request says so
-            resource.prlimit(self._proc.pid, resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+        with contextlib.suppress(OSError, ValueError):  # it just exited: the call says so
+            # Past the soft limit SIGXCPU ends it; the hard limit a second later, SIGKILL.
+            resource.prlimit(self.worker_pid, resource.RLIMIT_CPU, (soft, soft + 1))
+
+    def _breach(self, what: str) -> ChildFailure:
+        self.kill()
+        return ChildFailure("protocol", f"the sandbox child broke the protocol: {what}")
+
+    def _exited(self) -> ChildFailure:
+        code = self._wait_exit()
+        self.kill()
+        return ChildFailure(*_exit_reason(code, self.limits))
 
     def _failure(self, exc: ChannelError) -> ChildFailure:
         if exc.kind == "timeout":
             self.kill()
             return ChildFailure("timeout", exc.reason)
         if exc.kind == "protocol":
-            self.kill()
-            return ChildFailure("protocol", f"the sandbox child broke the protocol: {exc.reason}")
-        code = self._wait_exit()
-        self.kill()
-        return ChildFailure(*_exit_reason(code, self.limits))
+            return self._breach(exc.reason)
+        return self._exited()
 
     def _wait_exit(self) -> int | None:
         assert self._proc is not None
@@ -170,14 +246,13 @@ class SandboxProcess:
         """SIGKILL the child but leave its pipes: a thread waiting on them sees it exit."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            proc.kill()
+            _kill_group(proc.pid)
 
     def kill(self) -> None:
-        """Stop the child now (SIGKILL) and release its pipes. Idempotent."""
+        """Stop the child's whole process group now (SIGKILL), release its pipes. Idempotent."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.poll() is None:
-                proc.kill()
+            _kill_group(proc.pid)
             # An unkillable child (uninterruptible sleep) is reaped by the kernel later.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5.0)
@@ -193,18 +268,18 @@ class SandboxProcess:
         """What the child printed before it failed to start (bounded, without blocking)."""
         if self._proc is None or self._proc.stderr is None:
             return ""
+        if self._proc.poll() is None:
+            _kill_group(self._proc.pid)
         self._wait_exit()
         fd = self._proc.stderr.fileno()
         os.set_blocking(fd, False)
         data = b""
-        while len(data) < 1 << 20 and select.select([fd], [], [], 0)[0]:
-            try:
+        with contextlib.suppress(BlockingIOError, OSError):
+            while len(data) < 1 << 20:
                 chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            data += chunk
+                if not chunk:
+                    break
+                data += chunk
         text = data[-STDERR_TAIL_BYTES:].decode("utf-8", "replace").strip()
         return f"\n{text}" if text else ""
 
@@ -214,16 +289,68 @@ class SandboxProcess:
             self._proc.stderr = None
 
 
+def _kill_group(pid: int) -> None:
+    # start_new_session made the launcher the leader of its own group: pgid == its pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _leaf(pid: int) -> int | None:
+    """The worker: the launcher's only descendant without children (it cannot fork)."""
+    for _ in range(4):
+        children = _children(pid)
+        if not children:
+            return pid
+        if len(children) != 1:
+            return None
+        pid = children[0]
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return _children_by_scan(pid)
+    return [int(p) for p in text.split()]
+
+
+def _children_by_scan(pid: int) -> list[int]:
+    """Without /proc/PID/task/PID/children (CONFIG_PROC_CHILDREN), scan every process."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append(int(entry.name))
+    return out
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time a process used (user + system), read by the host from /proc: not its word."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _exit_reason(code: int | None, limits: SandboxLimits) -> tuple[str, str]:
-    """(kind, reason) for a child that exited: "limit" when a resource limit killed it."""
+    """(kind, reason) for a child that exited. The launcher passes the worker's death by
+    signal ``s`` up as status ``128 + s``."""
     if code is None:
         return "crash", "the sandbox child stopped answering"
+    if 128 < code <= 128 + 64:
+        code = -(code - 128)
     if code >= 0:
         return "crash", f"the sandbox child exited with status {code}"
     try:
         sig = signal.Signals(-code)
     except ValueError:
         return "crash", f"the sandbox child died of signal {-code}"
+    if sig == signal.SIGSYS:
+        return "seccomp", "it made a system call the sandbox does not allow (seccomp killed it)"
     if sig == signal.SIGXCPU:
         return "limit", f"the call used more than its {limits.cpu_s:g} s of CPU (RLIMIT_CPU)"
     if sig == signal.SIGXFSZ:

@@ -1,7 +1,15 @@
-"""The wire between host and sandbox child: length-prefixed JSON frames over two pipes.
+"""The wire between host and sandbox child: framed JSON over two pipes, never pickle.
 
-JSON, never pickle, in both directions: unpickling what an untrusted child sends would run its
-code in the host.
+A frame is a 16-byte header (``MSB1`` and three big-endian lengths) and three sections:
+
+- ``meta``: a JSON object (ASCII, so a lone surrogate crosses as an escape, never as an
+  encoding error); every request carries ``seq`` and ``nonce`` and every reply echoes them;
+- ``text``: UTF-8 text (a tool's answer: one string, whatever its size);
+- ``data``: a JSON value (the database one way, a call's writes the other).
+
+The host reads a child's frame against caps per section, checked from the header before any
+byte of a section is read, so a child cannot make the host hold or parse more than the caps
+allow (unpickling, or parsing without a bound, would hand the child the host's memory).
 """
 
 from __future__ import annotations
@@ -10,9 +18,11 @@ import json
 import os
 import select
 import time
+from dataclasses import dataclass
 from typing import Any
 
-HEADER_BYTES = 8
+MAGIC = b"MSB1"
+HEADER_BYTES = 16
 
 
 class ChannelError(Exception):
@@ -24,35 +34,78 @@ class ChannelError(Exception):
         self.reason = reason
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    """One frame: the body's length as 8 big-endian bytes, then the JSON body."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode()
-    return len(body).to_bytes(HEADER_BYTES, "big") + body
+@dataclass(frozen=True)
+class Frame:
+    """One message: its meta object, its text, and its data section still undecoded."""
+
+    meta: dict[str, Any]
+    text: str = ""
+    data: bytes = b""
+
+    def decoded_data(self) -> Any:
+        """The data section as a JSON value (None when empty); ChannelError when not JSON."""
+        if not self.data:
+            return None
+        try:
+            return json.loads(self.data)
+        except (ValueError, RecursionError) as exc:
+            raise ChannelError("protocol", f"the data section is not JSON: {exc}") from None
 
 
-def decode(body: bytes) -> dict[str, Any]:
-    """A frame's body as a dict; ChannelError when it is not a JSON object."""
+@dataclass(frozen=True)
+class Caps:
+    """The largest section of a frame the host accepts, in bytes."""
+
+    meta: int
+    text: int
+    data: int
+
+
+def encode(meta: dict[str, Any], text: str = "", data: Any = None) -> bytes:
+    """One frame. ``text`` keeps lone surrogates (``surrogatepass``): what a tool returned."""
+    m = json.dumps(meta, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    t = text.encode("utf-8", "surrogatepass")
+    d = b"" if data is None else json.dumps(data, separators=(",", ":")).encode("ascii")
+    header = MAGIC + b"".join(len(part).to_bytes(4, "big") for part in (m, t, d))
+    return header + m + t + d
+
+
+def _sizes(header: bytes) -> tuple[int, int, int]:
+    if header[:4] != MAGIC:
+        raise ChannelError("protocol", f"not a frame (header {header[:4]!r})")
+    return (
+        int.from_bytes(header[4:8], "big"),
+        int.from_bytes(header[8:12], "big"),
+        int.from_bytes(header[12:16], "big"),
+    )
+
+
+def _decode(m: bytes, t: bytes, d: bytes) -> Frame:
     try:
-        value = json.loads(body)
+        meta = json.loads(m)
+        text = t.decode("utf-8", "surrogatepass")
     except (ValueError, RecursionError) as exc:
-        raise ChannelError("protocol", f"reply is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ChannelError("protocol", "reply is not a JSON object")
-    return value
+        raise ChannelError("protocol", f"the frame does not decode: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ChannelError("protocol", "the frame's meta is not a JSON object")
+    return Frame(meta, text, d)
 
 
 # ----- blocking side (the child) ----------------------------------------------------------------
 
 
-def read_blocking(fd: int) -> dict[str, Any] | None:
+def read_blocking(fd: int) -> Frame | None:
     """The next frame, waiting as long as it takes; None at end of file (the host is gone)."""
     header = _read_all(fd, HEADER_BYTES)
     if header is None:
         return None
-    body = _read_all(fd, int.from_bytes(header, "big"))
-    if body is None:
-        return None
-    return decode(body)
+    parts = []
+    for size in _sizes(header):
+        part = _read_all(fd, size)
+        if part is None:
+            return None
+        parts.append(part)
+    return _decode(*parts)
 
 
 def _read_all(fd: int, n: int) -> bytes | None:
@@ -65,9 +118,9 @@ def _read_all(fd: int, n: int) -> bytes | None:
     return bytes(chunks)
 
 
-def write_blocking(fd: int, message: dict[str, Any]) -> None:
-    """Send one frame, waiting as long as it takes."""
-    view = memoryview(encode(message))
+def write_blocking(fd: int, frame: bytes) -> None:
+    """Send one encoded frame, waiting as long as it takes."""
+    view = memoryview(frame)
     while view:
         view = view[os.write(fd, view) :]
 
@@ -75,9 +128,9 @@ def write_blocking(fd: int, message: dict[str, Any]) -> None:
 # ----- deadline side (the host) -----------------------------------------------------------------
 
 
-def write_until(fd: int, message: dict[str, Any], deadline: float) -> None:
-    """Send one frame on a non-blocking fd; ChannelError when the deadline passes first."""
-    view = memoryview(encode(message))
+def write_until(fd: int, frame: bytes, deadline: float) -> None:
+    """Send one encoded frame on a non-blocking fd; ChannelError when the deadline passes."""
+    view = memoryview(frame)
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     while view:
@@ -86,20 +139,41 @@ def write_until(fd: int, message: dict[str, Any], deadline: float) -> None:
             continue
         except BlockingIOError:
             pass
-        except (BrokenPipeError, OSError) as exc:
+        except OSError as exc:
             raise ChannelError("eof", f"the sandbox child closed its input ({exc})") from None
         _wait(poller, deadline, "while sending the request")
 
 
-def read_until(fd: int, deadline: float, max_bytes: int) -> dict[str, Any]:
-    """The next frame; ChannelError at end of file, past the deadline or over ``max_bytes``."""
+def read_until(fd: int, deadline: float, caps: Caps) -> Frame:
+    """The next frame; ChannelError at end of file, past the deadline or over a cap."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    header = _read_until(fd, HEADER_BYTES, deadline, poller)
-    size = int.from_bytes(header, "big")
-    if size > max_bytes:
-        raise ChannelError("protocol", f"reply of {size} bytes is over the {max_bytes}-byte limit")
-    return decode(_read_until(fd, size, deadline, poller))
+    sizes = _sizes(_read_until(fd, HEADER_BYTES, deadline, poller))
+    for size, cap, name in zip(sizes, (caps.meta, caps.text, caps.data), SECTIONS, strict=True):
+        if size > cap:
+            raise ChannelError(
+                "protocol", f"its {name} of {size} bytes is over the {cap}-byte limit"
+            )
+    m, t, d = (_read_until(fd, size, deadline, poller) for size in sizes)
+    return _decode(m, t, d)
+
+
+SECTIONS = ("meta", "text", "data")
+
+
+def pending(fd: int) -> bool | None:
+    """Whether bytes wait on a non-blocking fd nobody asked for: True (data), None (the other
+    end closed it), False (nothing). Reads at most one byte."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    if not poller.poll(0):
+        return False
+    try:
+        return True if os.read(fd, 1) else None
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
 
 
 def _read_until(fd: int, n: int, deadline: float, poller: select.poll) -> bytes:
@@ -110,6 +184,8 @@ def _read_until(fd: int, n: int, deadline: float, poller: select.poll) -> bytes:
         except BlockingIOError:
             _wait(poller, deadline, "waiting for the reply")
             continue
+        except OSError as exc:
+            raise ChannelError("eof", f"the sandbox child's pipe failed ({exc})") from None
         if not chunk:
             raise ChannelError("eof", "the sandbox child exited")
         chunks += chunk

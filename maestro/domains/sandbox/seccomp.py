@@ -1,27 +1,43 @@
-"""Kernel-level refusals for the sandbox child: seccomp filters through libseccomp (ctypes).
+"""The sandbox child's system-call allowlist: a seccomp filter through libseccomp (ctypes).
 
-The audit hook refuses operations at the Python level; a filter refuses the system calls
-themselves, so an escape from Python (through ctypes, a C extension bug or an interpreter
-escape) still cannot start a process, open a socket or touch another process. Two stages:
-``LOAD`` before tools.py runs (imports still open files), ``SERVE`` once it has loaded (no file
-is opened, no thread is started). Each stage narrows the one before; none can be undone.
-Where libseccomp or seccomp is missing, the filter says so and the sandbox goes on with its
-other layers.
+Deny by default: once loaded (before any package code runs), the kernel kills the child
+(SIGSYS) at the first system call not listed here, whatever Python or C made it. The list is
+what a loaded interpreter needs to compute and answer on its pipes: memory, its own signals and
+timers, clocks, reading and writing descriptors it already holds. Not on it, among others:
+``open``/``openat`` (no file can be opened), ``clone``/``fork``/``execve`` (no thread, no
+process), ``socket``, ``kill`` (``tgkill`` only to itself), ``pidfd_*``, ``ptrace``,
+``sched_setaffinity``, ``setpriority``, ``setrlimit``/``prlimit64`` with a new limit,
+``unshare``/``setns``/``mount``, ``ioctl``. The audit hook refuses most of these earlier, at the
+Python level, with a clearer message; this filter is what holds when Python is bypassed.
 """
 
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 
+_KILL_PROCESS = 0x80000000
 _ALLOW = 0x7FFF0000
-_CMP_NE = 1
+_CMP_EQ = 4
 _CMP_MASKED_EQ = 7
+_AT_EMPTY_PATH = 0x1000
 
-
-def _errno(code: int) -> int:
-    return 0x00050000 | (code & 0xFFFF)
+#: Allowed whatever their arguments.
+ALLOWED = (
+    # descriptors it holds: its pipes, /dev/null
+    "read", "write", "readv", "writev", "pread64", "close", "lseek", "fstat", "fcntl",
+    # memory
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
+    # its own signals and timers (the deadline is a timer signal)
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "setitimer", "getitimer",
+    "alarm", "restart_syscall",
+    # time, waiting, randomness, identity, accounting
+    "clock_gettime", "clock_getres", "gettimeofday", "time", "clock_nanosleep", "nanosleep",
+    "select", "pselect6", "poll", "ppoll", "futex", "sched_yield", "getrandom", "getpid",
+    "gettid", "getuid", "geteuid", "getgid", "getegid", "getrusage", "sched_getaffinity",
+    # ending
+    "exit", "exit_group",
+)  # fmt: skip
 
 
 class _ArgCmp(ctypes.Structure):
@@ -33,62 +49,43 @@ class _ArgCmp(ctypes.Structure):
     )
 
 
-#: Refused from before tools.py runs: processes, network, other processes, the file system's
-#: shape, privileges, kernel facilities an escape would use.
-LOAD = (
-    "execve", "execveat", "fork", "vfork", "socket", "socketpair", "connect", "bind", "listen",
-    "accept", "accept4", "ptrace", "process_vm_readv", "process_vm_writev", "kill", "tkill",
-    "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "reboot", "kexec_load",
-    "init_module", "finit_module", "delete_module", "bpf", "perf_event_open", "keyctl",
-    "add_key", "request_key", "userfaultfd", "io_uring_setup", "mknod", "mknodat", "unlink",
-    "unlinkat", "rename", "renameat", "renameat2", "rmdir", "mkdir", "mkdirat", "link", "linkat",
-    "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown",
-    "fchownat", "truncate", "ftruncate", "setrlimit", "prlimit64", "setuid", "setgid",
-    "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "personality", "creat",
-)  # fmt: skip
+class Allowlist:
+    """The filter, built now and loaded later (loading is a single C call)."""
 
-#: Refused once tools.py has loaded: opening any file, and new threads or processes.
-SERVE = ("open", "openat", "openat2", "clone", "clone3", "name_to_handle_at", "open_by_handle_at")
-
-_WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
-
-
-class Filter:
-    """One stage's filter, built now and loaded later (loading is a single C call)."""
-
-    def __init__(self, stage: str) -> None:
-        self.status = "seccomp"
+    def __init__(self) -> None:
+        self.status = "active"
         self._lib: ctypes.CDLL | None = None
         self._ctx: int | None = None
         try:
             self._lib = _libseccomp()
-            self._ctx = self._lib.seccomp_init(_ALLOW)
+            self._ctx = self._lib.seccomp_init(_KILL_PROCESS)
             if not self._ctx:
                 raise OSError("seccomp_init failed")
-            for syscall in LOAD if stage == "load" else SERVE:
-                self._deny(syscall, errno.ENOSYS if syscall == "clone3" else errno.EPERM)
-            if stage == "load":
-                # A thread may signal threads of its own process only (abort() does).
-                self._deny("tgkill", errno.EPERM, _ArgCmp(0, _CMP_NE, os.getpid(), 0))
-                for flag in _WRITE_FLAGS:  # files open for reading only, while imports run
-                    self._deny("openat", errno.EPERM, _ArgCmp(2, _CMP_MASKED_EQ, flag, flag))
-                    self._deny("open", errno.EPERM, _ArgCmp(1, _CMP_MASKED_EQ, flag, flag))
+            for syscall in ALLOWED:
+                self._allow(syscall)
+            # Signals to its own threads only (abort() raises one); never to another process.
+            self._allow("tgkill", _ArgCmp(0, _CMP_EQ, os.getpid(), 0))
+            # Reading its own limits (resource.getrlimit), never setting one.
+            self._allow("prlimit64", _ArgCmp(2, _CMP_EQ, 0, 0))
+            # fstat of a descriptor it holds: glibc spells it newfstatat(fd, "", AT_EMPTY_PATH).
+            flag = _ArgCmp(3, _CMP_MASKED_EQ, _AT_EMPTY_PATH, _AT_EMPTY_PATH)
+            self._allow("newfstatat", flag)
         except (OSError, AttributeError) as exc:
             self.status = f"unavailable: {exc}"
 
-    def _deny(self, syscall: str, code: int, *cmp: _ArgCmp) -> None:
+    def _allow(self, syscall: str, *cmp: _ArgCmp) -> None:
         assert self._lib is not None
         number = self._lib.seccomp_syscall_resolve_name(syscall.encode())
         if number < 0:
-            return  # not a system call on this architecture (open on arm64, ...)
+            return  # not a system call on this architecture (alarm, select on arm64, ...)
         array = (_ArgCmp * len(cmp))(*cmp) if cmp else None
-        rc = self._lib.seccomp_rule_add_array(self._ctx, _errno(code), number, len(cmp), array)
+        rc = self._lib.seccomp_rule_add_array(self._ctx, _ALLOW, number, len(cmp), array)
         if rc != 0:
             raise OSError(-rc, f"seccomp rule for {syscall}: {os.strerror(-rc)}")
 
     def load(self) -> str:
-        """Apply the filter to this process for good; "seccomp" or "unavailable: why"."""
-        if self._lib is None or not self._ctx or self.status != "seccomp":
+        """Apply the filter to this process for good; "active" or "unavailable: why"."""
+        if self._lib is None or not self._ctx or self.status != "active":
             return self.status
         rc = self._lib.seccomp_load(self._ctx)
         self._lib.seccomp_release(self._ctx)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from maestro.domains.errors import Problem
 from maestro.domains.sandbox.declarations import declaration_problems, where
@@ -107,16 +107,19 @@ _NAMED_GETTERS = frozenset({"getattr", "hasattr"})
 _FORMAT_FIELD = re.compile(r"\{[^{}]*[.\[]")
 
 
-def check_tools_source(source: str, filename: str = "tools.py") -> list[Problem]:
+def check_tools_source(
+    source: str, filename: str = "tools.py", *, trusted_modules: Sequence[str] = ()
+) -> list[Problem]:
     """Every rule a generated ``tools.py`` breaks, each as a Problem at ``line L col C``.
 
     An empty list means the source may be loaded into the sandbox; it does not make it safe to
-    import in the host: tools.py runs only in the sandbox child.
+    import in the host: tools.py runs only in the sandbox child. ``trusted_modules`` (the
+    host's choice, as given to the sandbox) may be imported too, with their submodules.
     """
     tree, problems = _parse(source, filename)
     if tree is None:
         return problems
-    checker = _Checker(filename, models_file=False)
+    checker = _Checker(filename, models_file=False, trusted=tuple(trusted_modules))
     checker.visit(tree)
     return problems + _in_order(checker.problems)
 
@@ -175,9 +178,10 @@ def _dunder(name: str) -> bool:
 class _Checker(ast.NodeVisitor):
     """Walks the whole tree once; each visit method is one family of rules."""
 
-    def __init__(self, filename: str, *, models_file: bool) -> None:
+    def __init__(self, filename: str, *, models_file: bool, trusted: tuple[str, ...] = ()) -> None:
         self.filename = filename
         self.models_file = models_file
+        self.trusted = trusted
         self.problems: list[Problem] = []
 
     def problem(self, node: ast.AST, rule: str, message: str) -> None:
@@ -185,9 +189,12 @@ class _Checker(ast.NodeVisitor):
 
     # imports
 
+    def _trusted(self, module: str) -> bool:
+        return any(module == t or module.startswith(t + ".") for t in self.trusted)
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if alias.name not in STDLIB_ALLOWED:
+            if alias.name not in STDLIB_ALLOWED and not self._trusted(alias.name):
                 self.problem(node, "import", f"import of {alias.name!r} is not allowed")
             self._bound_name(node, alias.asname)
 
@@ -216,6 +223,8 @@ class _Checker(ast.NodeVisitor):
             return None
         if module == SDK_MODULE:
             return None if not name.startswith("_") else f"{name!r} is private to the SDK"
+        if self._trusted(module):
+            return None if not name.startswith("_") else f"{module}.{name} is private"
         if module == "pydantic" and self.models_file:
             if name in PYDANTIC_ALLOWED:
                 return None

@@ -1,24 +1,66 @@
-"""A Toolkit whose tools run in a sandbox child process instead of the host."""
+"""A Toolkit whose tools run in a sandbox child process, and whose every answer is checked.
+
+The host keeps its own record of each call: the tool, its kind and its arguments are the
+host's (validated here against the host's argument model before the child sees the call), and
+the child only contributes a status from a fixed set, the answer text and the writes. Writes
+are accepted only from a WRITE tool's successful call, only to declared tables, with string
+keys, records valid against the host's record models, and at most ``max_writes`` records in
+``max_write_bytes``. Anything else kills the child and the call ends ``sandbox``.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import threading
 import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from maestro.domains.errors import StoreError, ToolError
-from maestro.domains.runtime import OutcomeStatus, Toolkit, ToolOutcome, ToolSpec
+from maestro.domains.runtime import OutcomeStatus, PreparedCall, Toolkit, ToolOutcome, ToolSpec
 from maestro.domains.sandbox.limits import SandboxLimits
-from maestro.domains.sandbox.process import ChildFailure, SandboxProcess, SandboxStartError
-from maestro.domains.store import _DELETED, Session
+from maestro.domains.sandbox.process import (
+    BEGIN_CAPS,
+    ChildFailure,
+    Launch,
+    SandboxProcess,
+    SandboxStartError,
+)
+from maestro.domains.sandbox.protocol import Caps, ChannelError
+from maestro.domains.store import JSONRecord, Session, State, TableSpec, canonical_json
+
+_MISSING = object()
+
+
+def describe_caps(limits: SandboxLimits) -> Caps:
+    """A describe reply: schemas in the meta, the normalized database in the data."""
+    return Caps(meta=16 * 1024 * 1024, text=0, data=limits.max_package_bytes)
+
+
+def call_caps(limits: SandboxLimits) -> Caps:
+    return Caps(meta=64 * 1024, text=limits.max_reply_bytes, data=limits.max_write_bytes)
+
+
+class _CallReply(BaseModel):
+    """The meta of a call's reply: what the child may say about a call, and nothing else."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    seq: int
+    nonce: str
+    status: Literal["ok", "tool_error", "invalid_call", "exception", "timeout"] | None = None
+    refused: Annotated[str, StringConstraints(max_length=1000)] | None = None
+    failure: Annotated[str, StringConstraints(max_length=1000)] | None = None
+    limit: Literal["memory"] | None = None
+    need_full: Literal[True] | None = None
+
+
+class _Refused(Exception):
+    """A reply the host does not accept; the child is discarded and the call ends ``sandbox``."""
 
 
 @dataclass
@@ -38,44 +80,38 @@ class _Spare:
     thread: threading.Thread
     error: SandboxStartError | None = None
 
-    def run(self) -> None:
-        try:
-            self.process.start()
-        except SandboxStartError as exc:
-            self.error = exc
-        except Exception as exc:  # the thread must not die silently: the next call reports it
-            self.error = SandboxStartError(f"the sandbox child did not start: {exc!r}")
 
+@dataclass(frozen=True)
+class Package:
+    """What every child of one package must agree on: how it starts, how it describes the
+    package (compared exactly on every restart), and the host's tables and initial state."""
 
-class _ChildOutcome(BaseModel):
-    """The outcome fields a child may send; anything else is a protocol violation."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    arguments: dict[str, Any]
-    content: str
-    status: OutcomeStatus
+    launch: Launch
+    description: str  # canonical JSON of the first child's tables and tools
+    tables: dict[str, TableSpec]
+    state: State
 
 
 class SandboxToolkit(Toolkit):
     """Same surface as :class:`~maestro.domains.runtime.Toolkit`; calls run in the sandbox.
 
     ``names``, ``kind``, ``schemas`` and ``validate_arguments`` are answered in the host from
-    specs built without importing tools.py; ``call`` ships the call to the child and applies the
-    writes it made to the host's session. A crash, limit hit or refused operation in the child
-    comes back as a ToolOutcome (status ``"sandbox"``, ``"crash"`` or ``"timeout"``), never as an
-    exception, and the child is restarted for the next call. ``close`` stops the child.
+    the host's models; ``call`` ships the call to the child and applies the writes it made to
+    the host's session once checked. A crash, limit hit, refused operation or protocol breach in
+    the child comes back as a ToolOutcome (status ``"sandbox"``, ``"crash"`` or ``"timeout"``),
+    never as an exception, and the child is restarted for the next call. ``close`` stops it.
     """
 
     def __init__(
-        self, specs: Iterable[ToolSpec], init: dict[str, Any], limits: SandboxLimits
+        self, specs: Iterable[ToolSpec], package: Package, first: SandboxProcess | None = None
     ) -> None:
+        limits = package.launch.limits
         super().__init__(specs, deadline_s=limits.call_timeout_s)
         self.limits = limits
-        self._init = init
+        self.package = package
         self._lock = threading.Lock()
-        self._process: SandboxProcess | None = None
-        self._generation = 0
+        self._process: SandboxProcess | None = first
+        self._generation = 1 if first else 0
         self._mirrors: weakref.WeakKeyDictionary[Session, _MirrorState] = (
             weakref.WeakKeyDictionary()
         )
@@ -85,15 +121,20 @@ class SandboxToolkit(Toolkit):
         self.closed = False
         self._spare: _Spare | None = None
         # Every child this toolkit runs, so that dropping the toolkit stops them too.
-        self._children: list[SandboxProcess] = []
+        self._children: list[SandboxProcess] = [first] if first else []
         weakref.finalize(self, _stop, self._children)
 
     # ----- process -----------------------------------------------------------------------------
 
-    def start(self) -> dict[str, Any]:
-        """Start the child now (the first call would otherwise); returns its ready message."""
+    def start(self) -> dict[str, str]:
+        """Start the child now (the first call would otherwise); returns its layers' status."""
         with self._lock:
-            return self._ensure_process().ready
+            return dict(self._ensure_process().layers)
+
+    @property
+    def layers(self) -> dict[str, str]:
+        """Each isolation layer of the running child: "active" or "unavailable: why"."""
+        return dict(self._process.layers) if self._process else {}
 
     def _ensure_process(self) -> SandboxProcess:
         if self.closed:
@@ -114,10 +155,10 @@ class SandboxToolkit(Toolkit):
         return self._process
 
     def _start_now(self) -> SandboxProcess:
-        process = SandboxProcess(self.limits, self._init)
+        process = SandboxProcess(self.package.launch)
         self._children.append(process)
         try:
-            process.start()
+            boot(process, self.package)
         except SandboxStartError:
             self._retire(process)
             raise
@@ -131,10 +172,12 @@ class SandboxToolkit(Toolkit):
         """
         if self.closed or self._spare is not None:
             return
-        process = SandboxProcess(self.limits, self._init)
+        process = SandboxProcess(self.package.launch)
         self._children.append(process)
         spare = _Spare(process, threading.Thread())
-        spare.thread = threading.Thread(target=spare.run, name="maestro-sandbox-start", daemon=True)
+        spare.thread = threading.Thread(
+            target=_start_spare, args=(spare, self.package), name="maestro-sandbox", daemon=True
+        )
         self._spare = spare
         spare.thread.start()
 
@@ -168,8 +211,9 @@ class SandboxToolkit(Toolkit):
 
     @property
     def child_pid(self) -> int | None:
-        """The running child's process id, None when none runs."""
-        return self._process.pid if self._process and self._process.alive else None
+        """The running worker's process id (where its layers apply), None when none runs."""
+        process = self._process
+        return process.worker_pid if process is not None and process.alive else None
 
     # ----- calls -------------------------------------------------------------------------------
 
@@ -181,70 +225,155 @@ class SandboxToolkit(Toolkit):
         *,
         deadline_s: float | None = None,
     ) -> ToolOutcome:
-        """Run one tool call in the sandbox on a session; never raises for the child's doing."""
+        """Run one tool call in the sandbox on a session; never raises, whatever the child does."""
         started = time.perf_counter()
-        limit = self.deadline_s if deadline_s is None else deadline_s
-        spec = self.specs.get(name)
-
-        def outcome(content: str, status: OutcomeStatus, args: Any) -> ToolOutcome:
-            args = _as_arguments(args)
+        try:
+            prepared = self.prepare(name, arguments, started)
+            if isinstance(prepared, ToolOutcome):
+                return prepared
+            limit = self.deadline_s if deadline_s is None else deadline_s
+            with self._lock:
+                content, status = self._run(session, prepared, arguments, limit)
+        except Exception as exc:  # the last net: no input and no child makes the host raise
+            with self._lock:
+                self._discard_process()
+            content = f"Error: {name}: the sandbox could not complete the call ({exc!r})"
+            spec = self.specs.get(name)
             kind = spec.kind if spec else None
-            return ToolOutcome(name, args, content, status, kind, time.perf_counter() - started)
+            recorded = arguments if isinstance(arguments, dict) else {"_raw": arguments}
+            return ToolOutcome(
+                name, recorded, content[:2000], "sandbox", kind, time.perf_counter() - started
+            )
+        spec = prepared.spec
+        return ToolOutcome(
+            name, prepared.arguments, content, status, spec.kind, time.perf_counter() - started
+        )
 
-        with self._lock:
-            try:
-                reply = self._exchange(session, name, arguments, limit)
-            except ChildFailure as exc:
-                return outcome(*self._failure_text(name, limit, exc), arguments)
-            if "violation" in reply or "failure" in reply:
-                self._discard_process()
-                reason = reply.get("violation") or reply.get("failure")
-                return outcome(
-                    f"Error: {name}: {reason}; nothing was changed.", "sandbox", arguments
-                )
-            try:
-                got = _ChildOutcome.model_validate(reply.get("outcome"))
-                self._apply_writes(session, reply.get("writes"))
-            except (ValidationError, StoreError, ToolError, TypeError, ValueError, KeyError) as exc:
-                self._discard_process()
-                text = f"Error: {name}: the sandbox child sent an invalid reply ({exc}); nothing was changed."
-                return outcome(text[:2000], "sandbox", arguments)
-        return outcome(got.content, got.status, got.arguments)
+    def _run(
+        self,
+        session: Session,
+        prepared: PreparedCall,
+        arguments: dict[str, Any] | str,
+        limit: float,
+    ) -> tuple[str, OutcomeStatus]:
+        """The call's answer and status as the host records them."""
+        name = prepared.spec.name
+        try:
+            frame, seen = self._exchange(session, name, arguments, limit)
+        except ChildFailure as exc:
+            return self._failure_text(name, limit, exc)
+        try:
+            return self._accept(session, prepared.spec, frame, seen, limit)
+        except (_Refused, ChannelError) as exc:
+            self._discard_process()
+            reason = exc.reason if isinstance(exc, ChannelError) else str(exc)
+            return f"Error: {name}: {reason}; nothing was changed.", "sandbox"
 
     def _exchange(
         self, session: Session, name: str, arguments: dict[str, Any] | str, limit: float
-    ) -> dict[str, Any]:
+    ) -> tuple[Any, dict[tuple[str, str], Any]]:
         """Send the call with the session writes the child has not seen; returns its reply."""
         for _ in range(2):
             process = self._ensure_process()
             mirror = self._mirror(session)
             full = mirror.generation != self._generation
-            seen = {} if full else mirror.seen
-            sync, now_seen = _delta(session, seen)
+            sync, now_seen = _delta(session, {} if full else mirror.seen)
             forgotten = list(self._forgotten)
             self._forgotten.clear()
-            request = {
+            meta = {
                 "op": "call",
                 "sid": mirror.sid,
                 "full": full,
-                "sync": sync,
                 "forget": forgotten,
                 "closed": session.closed,
                 "name": name,
                 "arguments": arguments,
                 "deadline_s": limit,
             }
+            process.bound_cpu()
             try:
-                reply = process.request(request, limit + self.limits.kill_grace_s)
+                frame = process.exchange(
+                    meta,
+                    sync,
+                    timeout_s=limit + self.limits.kill_grace_s,
+                    caps=call_caps(self.limits),
+                )
             except ChildFailure:
                 self._discard_process()
                 raise
-            if reply.get("need_full"):
+            if frame.meta.get("need_full") is True:
                 mirror.generation = -1
                 continue
             mirror.generation, mirror.seen = self._generation, now_seen
-            return reply
+            return frame, mirror.seen
         raise ChildFailure("protocol", "the sandbox child lost the session twice")
+
+    def _accept(
+        self,
+        session: Session,
+        spec: ToolSpec,
+        frame: Any,
+        seen: dict[tuple[str, str], Any],
+        limit: float,
+    ) -> tuple[str, OutcomeStatus]:
+        try:
+            reply = _CallReply.model_validate(frame.meta)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            raise _Refused(f"the sandbox child sent an invalid reply ({problem['msg']})") from None
+        name = spec.name
+        if reply.refused is not None:
+            raise _Refused(reply.refused)
+        if reply.failure is not None:
+            raise _Refused(f"the call ended the sandbox's tool runner ({reply.failure})")
+        if reply.limit == "memory":
+            mib = self.limits.memory_mb
+            return (
+                f"Error: {name} ran out of memory (the sandbox allows {mib} MiB); nothing was changed.",
+                "sandbox",
+            )
+        if reply.status is None:
+            raise _Refused("the sandbox child sent a reply without a status")
+        writes = frame.decoded_data()
+        if reply.status != "ok" and writes:
+            raise _Refused(f"a call that ended {reply.status!r} cannot write")
+        if reply.status == "timeout":
+            return (
+                f"Error: {name} did not finish within {limit:g} s; nothing was changed.",
+                "timeout",
+            )
+        if writes:
+            if spec.kind != "write":
+                raise _Refused("a READ tool's call wrote records; the sandbox refused them")
+            self._apply_writes(session, writes, seen)
+        return frame.text, reply.status
+
+    def _apply_writes(
+        self, session: Session, writes: Any, seen: dict[tuple[str, str], Any]
+    ) -> None:
+        """Check every write, then apply them all through the session's validating API (or
+        none); the child's mirror has seen a value only when the host stored exactly it."""
+        checked = _checked_writes(writes, self.package.tables, self.limits)
+        try:
+            with session.transaction():
+                for table, key, record in checked:
+                    if record is None and session.exists(table, key):
+                        session.delete(table, key)
+                    elif record is None:
+                        # Added and deleted within the call: the address stays touched, as in
+                        # process (same touched set, same hash).
+                        session.override(table, key, None)
+                    else:
+                        written = session.put(table, record)
+                        key_field = self.package.tables[table].key_field
+                        if written.get(key_field) != key:
+                            raise StoreError(f"the record written to {table}/{key} has another key")
+        except (StoreError, ToolError) as exc:
+            raise _Refused(f"the sandbox refused the call's writes: {str(exc)[:500]}") from None
+        wrote = {(t, k): record for t, k, record in checked}
+        for table, key, stored in session.overlay_entries():
+            if (table, key) in wrote and stored == wrote[(table, key)]:
+                seen[(table, key)] = stored
 
     def _mirror(self, session: Session) -> _MirrorState:
         state = self._mirrors.get(session)
@@ -253,28 +382,6 @@ class SandboxToolkit(Toolkit):
             self._mirrors[session] = state
             weakref.finalize(session, self._forgotten.append, state.sid)
         return state
-
-    def _apply_writes(self, session: Session, writes: Any) -> None:
-        """Apply the child's writes through the session's validating API, all or nothing."""
-        if not isinstance(writes, list):
-            raise TypeError("writes must be a list")
-        mirror = self._mirrors[session]
-        with session.transaction():
-            for table, key, record in writes:
-                if record is None and session.exists(table, key):
-                    session.delete(table, key)
-                elif record is None:
-                    # Added and deleted within the call: the overlay keeps a deletion marker,
-                    # as it does in process (same touched set, same hash).
-                    session._spec(table)
-                    session._write(table, key, _DELETED)
-                else:
-                    written = session.put(table, record)
-                    if written.get(session.base.specs[table].key_field) != key:
-                        raise StoreError(f"write to {table}/{key} carries another key")
-        overlay = _overlay(session)
-        for table, key, _ in writes:
-            mirror.seen[(table, key)] = overlay[table][key]
 
     def _discard_process(self) -> None:
         """Kill the child after a failure or a refusal, and start its successor now."""
@@ -286,27 +393,83 @@ class SandboxToolkit(Toolkit):
         self, name: str, limit: float, exc: ChildFailure
     ) -> tuple[str, OutcomeStatus]:
         if exc.kind == "timeout":
-            return (
-                f"Error: {name} did not finish within {limit:g} s; nothing was changed.",
-                "timeout",
-            )
-        if exc.kind == "crash":
-            return f"Error: {name}: {exc.reason}; nothing was changed.", "crash"
-        return f"Error: {name}: {exc.reason}; nothing was changed.", "sandbox"
+            text = f"Error: {name} did not finish within {limit:g} s; nothing was changed."
+            return text, "timeout"
+        status: OutcomeStatus = "crash" if exc.kind == "crash" else "sandbox"
+        return f"Error: {name}: {exc.reason}; nothing was changed.", status
 
 
-def _as_arguments(arguments: Any) -> dict[str, Any]:
-    """The call's arguments as the in-process runtime records them when it cannot validate."""
-    if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):
-            arguments = json.loads(arguments) if arguments else {}
-    return arguments if isinstance(arguments, dict) else {"_raw": arguments}
+# ----- starting a child --------------------------------------------------------------------------
 
 
-def _overlay(session: Session) -> dict[str, dict[str, Any]]:
-    # Syncing a mirror needs the session's overlay itself: reading it through the public API
-    # would copy every record on every call.
-    return session._overlay
+def boot(process: SandboxProcess, package: Package) -> None:
+    """Start a child of a known package: it must describe the package exactly as the first
+    child did, and see the host's database (same state hash)."""
+    limits = package.launch.limits
+    try:
+        process.start()
+        described = process.exchange(
+            {"op": "describe"}, None, timeout_s=limits.startup_timeout_s, caps=describe_caps(limits)
+        )
+        if description_key(described.meta) != package.description:
+            raise SandboxStartError("the sandbox child describes the package differently now")
+        ready = process.exchange(
+            {"op": "begin"},
+            package.state.to_dict(),
+            timeout_s=limits.startup_timeout_s,
+            caps=BEGIN_CAPS,
+        )
+    except ChildFailure as exc:
+        process.kill()
+        raise SandboxStartError(f"the sandbox child did not start: {exc.reason}") from None
+    except SandboxStartError:
+        process.kill()
+        raise
+    if ready.meta.get("state_hash") != package.state.state_hash():
+        process.kill()
+        raise SandboxStartError("the sandbox child sees another database than the host")
+
+
+def description_key(meta: dict[str, Any]) -> str:
+    """What a describe reply says of the package, in one canonical spelling."""
+    return canonical_json({"tables": meta.get("tables"), "tools": meta.get("tools")})
+
+
+def _start_spare(spare: _Spare, package: Package) -> None:
+    try:
+        boot(spare.process, package)
+    except SandboxStartError as exc:
+        spare.error = exc
+    except Exception as exc:  # the thread must not die silently: the next call reports it
+        spare.error = SandboxStartError(f"the sandbox child did not start: {exc!r}")
+
+
+# ----- writes ------------------------------------------------------------------------------------
+
+
+def _checked_writes(
+    writes: Any, tables: dict[str, TableSpec], limits: SandboxLimits
+) -> list[tuple[str, str, JSONRecord | None]]:
+    """The writes as (table, key, record or None), each of the right shape, or _Refused."""
+    if not isinstance(writes, list):
+        raise _Refused("the call's writes are not a list")
+    if len(writes) > limits.max_writes:
+        raise _Refused(
+            f"the call wrote {len(writes)} records; the sandbox allows {limits.max_writes} per call"
+        )
+    out = []
+    for write in writes:
+        if not (isinstance(write, list) and len(write) == 3):
+            raise _Refused("a write is not [table, key, record]")
+        table, key, record = write
+        if not isinstance(table, str) or table not in tables:
+            raise _Refused(f"a write to {str(table)[:100]!r}, which models.py does not declare")
+        if not isinstance(key, str) or not key or len(key) > 1000:
+            raise _Refused(f"a write to {table} with a key that is not a non-empty string")
+        if record is not None and not isinstance(record, dict):
+            raise _Refused(f"a write to {table}/{key} that is not a record")
+        out.append((table, key, record))
+    return out
 
 
 def _delta(
@@ -315,14 +478,10 @@ def _delta(
     """The writes of ``session`` that ``seen`` lacks, and what is seen once they are sent."""
     sync: list[list[Any]] = []
     now: dict[tuple[str, str], Any] = {}
-    for table, layer in _overlay(session).items():
-        for key, value in layer.items():
-            now[(table, key)] = value
-            if seen.get((table, key)) is not value:
-                if value is _DELETED:
-                    sync.append([table, key, "delete", None])
-                else:
-                    sync.append([table, key, "put", value])
+    for table, key, value in session.overlay_entries():
+        now[(table, key)] = value
+        if seen.get((table, key), _MISSING) is not value:
+            sync.append([table, key, "delete" if value is None else "put", value])
     for table, key in seen.keys() - now.keys():
         sync.append([table, key, "revert", None])
     return sync, now

@@ -1,0 +1,175 @@
+"""The kernel layers between the sandbox child and everything else, set up before package code.
+
+The host starts ``python -m maestro.domains.sandbox.child`` (the *launcher*). The launcher
+imports what the package may use, then leaves the host's network, IPC, mount and PID
+namespaces (``unshare``) and forks: in a new PID namespace a small init (PID 1) forks the
+*worker*, so the worker sees no process but itself and its init, and the host's PIDs mean
+nothing to it. The worker, still root, puts an empty read-only root under itself (a private
+tmpfs, ``chroot``), drops to an unprivileged uid/gid with no capabilities, lowers its resource
+limits, and loads the seccomp allowlist; only then does it read package code. Each layer that
+cannot be set up says ``unavailable: why`` and the others still hold; ``maestro sandbox check``
+prints them. The launcher and init only wait and pass the worker's exit status up (a death by
+signal ``s`` as status ``128 + s``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import os
+import resource
+from collections.abc import Iterable
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_REC, MS_PRIVATE = 32, 0x4000, 1 << 18
+PR_SET_PDEATHSIG = 1
+
+#: Every layer, in the order ``maestro sandbox check`` reports them.
+LAYERS = ("network", "ipc", "pid", "mount", "user", "limits", "seccomp", "audit")
+#: The layers a test may turn off (SandboxOptions.disable), to exercise the degraded path.
+SWITCHABLE = frozenset({"network", "ipc", "pid", "mount", "user", "seccomp"})
+OFF = "unavailable: turned off by the host (test switch)"
+ACTIVE = "active"
+
+_NAMESPACES = (("network", CLONE_NEWNET), ("ipc", CLONE_NEWIPC), ("mount", CLONE_NEWNS))
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _failed(call: str) -> str:
+    return f"unavailable: {call}: {os.strerror(ctypes.get_errno())}"
+
+
+def enter_namespaces(disabled: Iterable[str]) -> dict[str, str]:
+    """Leave the host's network, IPC, mount and PID namespaces; one status per layer.
+
+    The PID namespace takes effect for the children forked after it (:func:`fork_worker`).
+    """
+    off = set(disabled)
+    layers: dict[str, str] = {}
+    try:
+        libc = _libc()
+    except OSError as exc:
+        return {name: f"unavailable: libc: {exc}" for name in ("network", "ipc", "mount", "pid")}
+    for name, flag in (*_NAMESPACES, ("pid", CLONE_NEWPID)):
+        if name in off:
+            layers[name] = OFF
+        elif libc.unshare(flag) != 0:
+            layers[name] = _failed("unshare")
+        elif name == "mount" and libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None):
+            # Mounts made from here on must never propagate back to the host's namespace.
+            layers[name] = _failed("mount --make-rprivate /")
+        else:
+            layers[name] = ACTIVE
+    return layers
+
+
+def fork_worker(pid_namespace: bool, close_in_parents: Iterable[int]) -> None:
+    """Fork the worker; returns only in the worker. The parents wait and exit with its status.
+
+    With a PID namespace the first child is its init (PID 1), which forks the worker: an init
+    with no signal handlers ignores signals the kernel sends it (RLIMIT_CPU's SIGXCPU), a
+    worker does not.
+    """
+    fds = tuple(close_in_parents)
+    if pid_namespace:
+        init = os.fork()
+        if init:
+            _wait_and_exit(init, fds)
+        _die_with_parent()
+    worker = os.fork()
+    if worker:
+        _wait_and_exit(worker, fds)
+
+
+def _wait_and_exit(pid: int, fds: tuple[int, ...]) -> None:
+    # The pipes belong to the worker: the host sees end of file as soon as it dies.
+    for fd in fds:
+        os.close(fd)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(3)
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status))
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (so nothing outlives a killed launcher)."""
+    with contextlib.suppress(OSError):  # the host kills the whole process group anyway
+        _libc().prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def empty_root(mount_status: str) -> str:
+    """In the private mount namespace, make an empty read-only tmpfs the worker's ``/``."""
+    if mount_status != ACTIVE:
+        return mount_status
+    target = next((d for d in ("/mnt", "/tmp", "/proc") if os.path.isdir(d)), None)
+    if target is None:
+        return "unavailable: no directory to mount the empty root on"
+    libc = _libc()
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if libc.mount(b"maestro-sandbox", target.encode(), b"tmpfs", flags, b"size=4k,mode=0555"):
+        return _failed("mount tmpfs")
+    try:
+        os.chroot(target)
+        os.chdir("/")
+    except OSError as exc:
+        return f"unavailable: chroot: {exc}"
+    if libc.mount(b"none", b"/", None, MS_REMOUNT | MS_RDONLY | flags, None):
+        return _failed("remount / read-only")
+    return ACTIVE
+
+
+def drop_privileges(uid: int, gid: int, disabled: Iterable[str]) -> str:
+    """Become ``uid``/``gid`` with no supplementary groups and no capabilities."""
+    if "user" in set(disabled):
+        return OFF
+    if os.geteuid() != 0:
+        return (
+            "unavailable: the host does not run as root, so the child keeps its uid "
+            f"({os.geteuid()}) and can reach the host's processes as that user"
+        )
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as exc:
+        return f"unavailable: {exc}"
+    # Changing uid cleared the parent-death signal; set it again.
+    _die_with_parent()
+    return ACTIVE
+
+
+def lower_limits(limits: dict[str, Any], startup_s: float) -> str:
+    """Memory, file size, core, processes; CPU for the start (the host sets it per call)."""
+    memory = int(limits["memory_mb"]) * 1024 * 1024
+    nproc = int(limits["max_processes"])
+    cpu = math.ceil(cpu_used() + startup_s)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    except (OSError, ValueError) as exc:
+        return f"unavailable: setrlimit: {exc}"
+    return ACTIVE
+
+
+def cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
