@@ -15,7 +15,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 @pytest.fixture(scope="session")
 def toy() -> Domain:
-    return load_domain(FIXTURES / "toy")
+    return load_domain(FIXTURES / "toy", trusted=True)
 
 
 @pytest.fixture

@@ -112,6 +112,8 @@ class ScriptedModel:
             ]
             for p in paths:
                 domain = load_domain(p, check_gold=False)
+                # Only tasks and tool kinds are used here, both known without a sandbox child.
+                domain.close()
                 for t in domain.tasks:
                     self._tasks[(domain.id, t.id)] = (domain, t)
 

@@ -25,7 +25,7 @@ def _write_tasks(path: Path, lines: list[str]) -> None:
 
 
 def test_the_toy_package_loads(toy_copy: Path) -> None:
-    domain = load_domain(toy_copy)
+    domain = load_domain(toy_copy, trusted=True)
     assert domain.id == "toy"
     assert [t.id for t in domain.tasks] == ["toy_cancel", "toy_status", "toy_refuse"]
     assert domain.initial.count() == 6
@@ -77,7 +77,7 @@ def test_every_problem_is_reported_with_file_and_location(toy_copy: Path) -> Non
         ],
     )
     with pytest.raises(DomainLoadError) as info:
-        load_domain(toy_copy)
+        load_domain(toy_copy, trusted=True)
     found = {(p.file, p.location): p.message for p in info.value.problems}
     assert "refers to missing customers 'C404'" in found[("db.json", "orders/O1.customer_id")]
     assert (
@@ -110,7 +110,7 @@ def test_python_errors_name_the_file_and_line(toy_copy: Path) -> None:
     tools = (toy_copy / "tools.py").read_text()
     (toy_copy / "tools.py").write_text(tools + "\n\nraise RuntimeError('boom at import')\n")
     (toy_copy / "policy.md").write_text("   \n")
-    domain, problems = inspect_package(toy_copy)
+    domain, problems = inspect_package(toy_copy, trusted=True)
     assert domain is None
     messages = [str(p) for p in problems]
     assert any(m.startswith("models.py:line 3: syntax error") for m in messages), messages
@@ -122,7 +122,7 @@ def test_python_errors_name_the_file_and_line(toy_copy: Path) -> None:
 
 def test_missing_files_and_bad_manifest(tmp_path: Path) -> None:
     (tmp_path / "domain.json").write_text(json.dumps({"id": "Bad Id", "name": "x", "version": "1"}))
-    domain, problems = inspect_package(tmp_path)
+    domain, problems = inspect_package(tmp_path, trusted=True)
     assert domain is None
     messages = [str(p) for p in problems]
     for name in ("models.py", "db.json", "tools.py", "policy.md", "tasks.jsonl"):
@@ -146,7 +146,7 @@ def test_task_initial_state_patches_the_session_not_the_domain(toy_copy: Path) -
         "reward_basis": ["DB", "ACTION"],
     }
     _write_tasks(toy_copy, [json.dumps(patched)])
-    domain = load_domain(toy_copy)
+    domain = load_domain(toy_copy, trusted=True)
     task = domain.task("patched")
     result = replay_gold(domain, task)
     assert result.ok
@@ -164,7 +164,7 @@ def test_failing_initialization_is_reported(toy_copy: Path) -> None:
         ]
     }
     _write_tasks(toy_copy, [json.dumps(bad)])
-    _, problems = inspect_package(toy_copy)
+    _, problems = inspect_package(toy_copy, trusted=True)
     assert any("initialization action i1" in p.message and "shipped" in p.message for p in problems)
 
 
@@ -186,7 +186,7 @@ def test_references_inside_nested_parts_and_lists_are_checked(toy_copy: Path) ->
         db["orders"]["O2"]["items"] = ["P2", "P404"]
 
     _edit_json(toy_copy / "db.json", add_lines)
-    _, problems = inspect_package(toy_copy)
+    _, problems = inspect_package(toy_copy, trusted=True)
     found = {(p.file, p.location): p.message for p in problems}
     assert found[("db.json", "orders/O1.lines[1].sku")] == "refers to missing products 'P7'"
     assert found[("db.json", "orders/O1.lines[1].gift_for")] == "refers to missing customers 'C9'"
@@ -194,18 +194,15 @@ def test_references_inside_nested_parts_and_lists_are_checked(toy_copy: Path) ->
     assert ("db.json", "orders/O1.lines[0].sku") not in found
 
 
-def _mark_synthesized(package: Path) -> None:
-    manifest = json.loads((package / "domain.json").read_text())
-    manifest["provenance"] = {"source": "synthesized", "authors": ["maestro codegen"]}
-    (package / "domain.json").write_text(json.dumps(manifest))
-
-
-def test_a_synthesized_package_loads_through_the_sandbox(toy_copy: Path) -> None:
+def test_a_package_outside_the_library_loads_through_the_sandbox_whatever_it_claims(
+    toy_copy: Path,
+) -> None:
     import os
 
     from maestro.domains.sandbox import SandboxToolkit
 
-    _mark_synthesized(toy_copy)
+    manifest = json.loads((toy_copy / "domain.json").read_text())
+    assert manifest["provenance"]["source"] == "hand-built"  # the package's own claim
     domain = load_domain(toy_copy)
     try:
         assert isinstance(domain.toolkit, SandboxToolkit)
@@ -217,8 +214,9 @@ def test_a_synthesized_package_loads_through_the_sandbox(toy_copy: Path) -> None
     assert domain.toolkit.child_pid is None
 
 
-def test_a_synthesized_package_with_hostile_tools_is_never_imported(toy_copy: Path) -> None:
-    _mark_synthesized(toy_copy)
+def test_hostile_tools_are_never_imported_unless_the_calling_code_trusts_them(
+    toy_copy: Path,
+) -> None:
     marker = toy_copy / "imported.txt"
     tools = (toy_copy / "tools.py").read_text()
     (toy_copy / "tools.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n" + tools)
@@ -226,12 +224,26 @@ def test_a_synthesized_package_with_hostile_tools_is_never_imported(toy_copy: Pa
     assert domain is None
     assert any(p.file == "tools.py" and "open" in p.message for p in problems), problems
     assert not marker.exists()
-    # A hand-built package is trusted and imported as before (the marker proves it).
-    manifest = json.loads((toy_copy / "domain.json").read_text())
-    manifest["provenance"] = {"source": "hand-built"}
-    (toy_copy / "domain.json").write_text(json.dumps(manifest))
-    inspect_package(toy_copy)
+    # Code that vouches for a package (a test fixture) imports it in process: the marker says so.
+    inspect_package(toy_copy, trusted=True)
     assert marker.exists()
+
+
+def test_the_library_loads_in_process() -> None:
+    from maestro.domains import library_path
+    from maestro.domains.loader import is_library_package
+    from maestro.domains.sandbox import SandboxToolkit
+
+    domain = load_domain(library_path("hotel"), check_gold=False)
+    assert not isinstance(domain.toolkit, SandboxToolkit)
+    assert is_library_package(library_path("hotel") / ".." / "hotel")
+    assert not is_library_package(Path(__file__).parent)
+
+
+def _mark_synthesized(package: Path) -> None:
+    manifest = json.loads((package / "domain.json").read_text())
+    manifest["provenance"] = {"source": "synthesized", "authors": ["maestro codegen"]}
+    (package / "domain.json").write_text(json.dumps(manifest))
 
 
 # ----- package files as hostile input (maestro/domains/files.py) -------------------------------

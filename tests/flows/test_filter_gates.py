@@ -23,7 +23,7 @@ def _toy_with_a_clone(toy_copy: Path) -> Domain:
     first["id"] = "toy_cancel_again"
     with (toy_copy / "tasks.jsonl").open("a") as f:
         f.write(json.dumps(first) + "\n")
-    return load_domain(toy_copy)
+    return load_domain(toy_copy, trusted=True)
 
 
 def _simulate_and_score(lake: Lake, domain: Domain, toy_copy: Path) -> list[str]:
@@ -122,7 +122,7 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
 def test_without_a_review_endpoint_unsolved_tasks_are_kept_and_say_so(
     toy_copy: Path, tmp_path: Path
 ) -> None:
-    domain = load_domain(toy_copy)
+    domain = load_domain(toy_copy, trusted=True)
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     ids = _simulate_and_score(lake, domain, toy_copy)
     stats = stages.filter_tasks(lake, "r1", domain, ids)

@@ -68,7 +68,7 @@ def test_oracle_scores_one_and_doing_nothing_zero_on_every_library_task(
 
 
 def test_five_hundred_episodes_with_every_fault_injected_all_end() -> None:
-    toy = load_domain(FIXTURES / "toy")
+    toy = load_domain(FIXTURES / "toy", trusted=True)
     hotel = load_domain(library_path("hotel"))
     jobs = make_jobs(hotel, None, trials=15) + make_jobs(toy, None, trials=17)[:50]
     assert len(jobs) == 500
@@ -146,7 +146,7 @@ def test_ray_fan_out_runs_batches_on_two_workers(tmp_path: Path) -> None:
     from maestro.simulation.runner import run_on_ray
 
     ensure_ray(tmp_path)
-    toy = load_domain(FIXTURES / "toy")
+    toy = load_domain(FIXTURES / "toy", trusted=True)
     jobs = make_jobs(toy, None, trials=4)
     with ScriptedServer(
         ServerConfig(mode="oracle", domain_paths=[str(FIXTURES / "toy")])
