@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from maestro.cli import domains, interop, lake, llm, nightly, simulate, synthesize, train
+from maestro.cli import (
+    domains,
+    interop,
+    lake,
+    llm,
+    nightly,
+    sandbox,
+    simulate,
+    synthesize,
+    train,
+)
 
 app = typer.Typer(
     name="maestro",
@@ -14,6 +24,7 @@ app = typer.Typer(
 )
 app.add_typer(domains.app, name="domains")
 app.add_typer(llm.app, name="llm")
+app.add_typer(sandbox.app, name="sandbox")
 app.command("simulate")(simulate.simulate)
 app.command("tables")(lake.tables)
 app.command("query")(lake.query)

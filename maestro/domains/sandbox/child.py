@@ -20,15 +20,20 @@ Every reply echoes the request's ``seq`` and ``nonce``, which only the serving l
 from __future__ import annotations
 
 import _thread
+import dataclasses
+import decimal
+import enum
 import importlib
+import json
 import os
 import signal
 import sys
 import types
+import uuid
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, Field, create_model
@@ -44,11 +49,15 @@ from maestro.domains.store import Session, State, TableSpec
 
 MAX_MIRRORS = 256
 
-#: Audit events package code may raise while its modules load (pydantic reads frames and
-#: evaluates string annotations); every other event is refused, ``open`` and ``import`` too.
+#: Audit events package code may raise while its modules load: pydantic reads frames and
+#: evaluates string annotations, ``@dataclass`` and ``Enum`` set class attributes. Every other
+#: event is refused, ``open`` and ``import`` included. None of these reaches outside the child.
 LOAD_EVENTS = frozenset(
-    {"builtins.id", "time.sleep", "compile", "exec", "sys._getframe", "object.__getattr__"}
-)
+    {
+        "builtins.id", "time.sleep", "compile", "exec", "sys._getframe", "object.__getattr__",
+        "object.__setattr__", "object.__delattr__",
+    }
+)  # fmt: skip
 #: Audit events a tool call may raise; every other event is refused.
 SERVE_EVENTS = frozenset({"builtins.id", "time.sleep"})
 
@@ -137,23 +146,52 @@ class _WarmUp(sdk.Record):
     kind: sdk.ToolKind = "read"
 
 
+@dataclasses.dataclass
+class _WarmUpPart:
+    start: str
+    days: int = 7
+
+
+class _WarmUpColour(enum.Enum):
+    RED = "red"
+
+
 def _warm_up() -> None:
-    """Run the trusted paths once, so lazy imports and caches happen before the hooks."""
-    nested = create_model("Nested", inner=(_WarmUp, ...), ref=(str, ...))
-    for model in (_WarmUp, nested):
+    """Run the trusted paths once, so lazy imports and caches happen before the hooks: every
+    kind of field a record or a tool parameter commonly has."""
+    kinds: dict[str, Any] = {
+        "inner": (_WarmUp, ...),
+        "part": (_WarmUpPart | None, None),
+        "colour": (_WarmUpColour, _WarmUpColour.RED),
+        "money": (decimal.Decimal, decimal.Decimal("1.5")),
+        "uid": (uuid.UUID | None, None),
+        "at": (time | None, None),
+        "span": (timedelta | None, None),
+        "ids": (set[int], set()),
+        "pair": (tuple[int, int], (0, 0)),
+    }
+    nested = create_model("Nested", **kinds)
+    strict = create_model("Strict", __config__=ConfigDict(strict=True, extra="forbid"), **kinds)
+    for model in (_WarmUp, nested, strict):
         model.model_json_schema()
-    _WarmUp.model_validate_json('{"key": "k", "day": "2026-01-01", "at": "2026-01-01T10:00:00"}')
-    _WarmUp().model_dump(mode="json")
+        dumped = model.model_validate_json(
+            '{"inner": {"key": "k", "day": "2026-01-01", "at": "2026-01-01T10:00:00"},'
+            ' "part": {"start": "x"}}'
+            if model is not _WarmUp
+            else '{"key": "k", "day": "2026-01-01", "at": "2026-01-01T10:00:00"}'
+        ).model_dump(mode="json")
+        model.model_validate_json(json.dumps(dumped))
     datetime.strptime("2026-01-01", "%Y-%m-%d")
     Toolkit([spec_from_function(_warm_up_tool)]).schemas()
 
 
 @sdk.tool("read")
-def _warm_up_tool(db: sdk.Database, day: str, limit: int = 1) -> str:
+def _warm_up_tool(db: sdk.Database, day: str, part: _WarmUpPart, limit: int = 1) -> str:
     """A tool whose spec the warm-up builds.
 
     Args:
         day: A day.
+        part: A dataclass.
         limit: How many.
     """
     return day
@@ -247,10 +285,10 @@ class _Worker:
         except SandboxViolation:
             loaded = False
         problems += [Problem("tools.py", "loading", v) for v in self.violations]
-        db = None
+        db, db_problems = None, list[Problem]()
         if loaded and not problems:
             if isinstance(raw_db, dict):
-                db = describe.normalize_db(raw_db, self.tables, problems)
+                db = describe.normalize_db(raw_db, self.tables, db_problems)
             tables = describe.describe_tables(self.tables)
             tools = describe.describe_tools(self.toolkit)
         # The serving hook goes in whatever happened, for good; if package code took its slot,
@@ -259,10 +297,11 @@ class _Worker:
             _install_hook(SERVE_EVENTS, self.violations)
         except SandboxViolation:
             os._exit(4)
-        found = [[p.file, p.location, p.message] for p in problems]
         if problems or not loaded:
-            return {"ok": False, "problems": found}, "", None
-        return {"ok": True, "tables": tables, "tools": tools, "problems": []}, "", db
+            return {"ok": False, "problems": _rows(problems)}, "", None
+        # Invalid records are reported, and the rest of the database is still checked.
+        reply = {"ok": True, "tables": tables, "tools": tools, "problems": _rows(db_problems)}
+        return reply, "", db
 
     def _load(self, problems: list[Problem]) -> bool:
         """Run models.py then tools.py as the package's modules; collect tables and tools."""
@@ -337,12 +376,18 @@ class _Worker:
         mirror.closed = bool(meta.get("closed"))
         before = {(t, k): v for t, k, v in mirror.overlay_entries()}
         self.flags.memory = False
+        # The call's CPU: past cpu_s, SIGPROF (left to its default action) ends the worker,
+        # even inside C code. A host cannot set this limit on a worker of another uid without
+        # CAP_SYS_RESOURCE; the worker's own timer needs no privilege.
+        signal.setitimer(signal.ITIMER_PROF, float(self.init["limits"]["cpu_s"]))
         try:
             outcome = self.toolkit.call(
                 mirror, str(meta["name"]), meta["arguments"], deadline_s=float(meta["deadline_s"])
             )
         except SandboxViolation:
             outcome = None
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
         started = _thread._count() - self.threads
         if started > 0:
             self.violations.append(f"the sandbox refused the {started} thread(s) the call started")
@@ -420,6 +465,10 @@ def _event_text(event: str, args: tuple[Any, ...]) -> str:
     # Exact types only: a subclass's __repr__ would run package code inside the hook.
     shown = [repr(a)[:120] if type(a) in (str, bytes, int) else type(a).__name__ for a in args]
     return f"{event}({', '.join(shown[:3])})"
+
+
+def _rows(problems: list[Problem]) -> list[list[str]]:
+    return [[p.file, p.location, p.message] for p in problems]
 
 
 def _clock(init: dict[str, Any]) -> datetime | None:

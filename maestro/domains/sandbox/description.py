@@ -47,22 +47,26 @@ class ToolDescription(_Fixed):
     param_names: list[Identifier] = Field(max_length=200)
 
 
+ProblemRows = Annotated[
+    list[Annotated[list[Text], Field(min_length=3, max_length=3)]], Field(max_length=1000)
+]
+
+
 class PackageDescription(_Fixed):
-    """A child's ``describe`` reply that loaded the package (``ok``)."""
+    """A child's ``describe`` reply that loaded the package (``ok``); ``problems``: the
+    records of db.json its record types refused."""
 
     ok: Literal[True]
     tables: list[TableDescription] = Field(min_length=1, max_length=500)
     tools: list[ToolDescription] = Field(min_length=1, max_length=1000)
-    problems: list[Any] = Field(max_length=0)
+    problems: ProblemRows
 
 
 class ProblemReport(_Fixed):
     """A child's ``describe`` reply that did not load the package: its problems."""
 
     ok: Literal[False]
-    problems: list[Annotated[list[Text], Field(min_length=3, max_length=3)]] = Field(
-        max_length=1000
-    )
+    problems: ProblemRows
 
 
 @dataclass(frozen=True)

@@ -154,11 +154,16 @@ def drop_privileges(uid: int, gid: int, disabled: Iterable[str]) -> str:
     return ACTIVE
 
 
+#: CPU seconds one worker may use in its whole life (calls are bounded one by one by a CPU
+#: timer, ``cpu_s``): past it, SIGXCPU ends the worker and the next call starts a fresh one.
+LIFETIME_CPU_S = 3600
+
+
 def lower_limits(limits: dict[str, Any], startup_s: float) -> str:
-    """Memory, file size, core, processes; CPU for the start (the host sets it per call)."""
+    """Memory, file size, core, processes, and CPU over the worker's life."""
     memory = int(limits["memory_mb"]) * 1024 * 1024
     nproc = int(limits["max_processes"])
-    cpu = math.ceil(cpu_used() + startup_s)
+    cpu = math.ceil(cpu_used() + startup_s + LIFETIME_CPU_S)
     try:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))

@@ -36,6 +36,7 @@ from maestro.domains.sandbox.process import (
     SandboxProcess,
     SandboxStartError,
 )
+from maestro.domains.sandbox.protocol import ChannelError
 from maestro.domains.sandbox.static import check_models_source, check_tools_source
 from maestro.domains.sandbox.toolkit import Package, SandboxToolkit, describe_caps, description_key
 
@@ -181,18 +182,22 @@ def _first_boot(
     if isinstance(description, list):
         problems.extend(description)
         return None
-    found: list[Problem] = []
-    tables = host_tables(description, found)
-    specs = host_tools(description, found)
+    schema_problems: list[Problem] = []
+    tables = host_tables(description, schema_problems)
+    specs = host_tools(description, schema_problems)
+    problems.extend(schema_problems)
+    if schema_problems:
+        return None
+    # The records the real record types refused, then the host's own check of the rest.
+    problems.extend(Problem(f, at, msg) for f, at, msg in description.problems if f == "db.json")
     try:
-        state = host_state(tables, described.decoded_data(), found) if not found else None
-    except (ValueError, RecursionError) as exc:  # the data section is not JSON
-        found.append(
-            Problem("db.json", "", f"the sandbox child sent an unreadable database: {exc}")
+        state = host_state(tables, described.decoded_data(), problems)
+    except ChannelError as exc:  # the data section is not JSON
+        problems.append(
+            Problem("db.json", "", f"the sandbox child sent no readable database: {exc}")
         )
-        state = None
-    problems.extend(found)
-    if found or state is None:
+        return None
+    if problems or state is None:
         return None
     try:
         ready = process.exchange(

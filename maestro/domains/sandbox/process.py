@@ -11,9 +11,7 @@ past the deadline, an exit) becomes a :class:`ChildFailure` and the child is kil
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import resource
 import secrets
 import signal
 import subprocess
@@ -35,7 +33,6 @@ from maestro.domains.sandbox.protocol import (
 )
 
 STDERR_TAIL_BYTES = 4000
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 HELLO_CAPS = Caps(meta=64 * 1024, text=0, data=0)
 BEGIN_CAPS = Caps(meta=4 * 1024, text=0, data=0)
@@ -101,7 +98,6 @@ class SandboxProcess:
         self._to_child = -1
         self._from_child = -1
         self._seq = 0
-        self._cpu_soft = -1
         self.layers: dict[str, str] = {}
         self.worker_pid: int | None = None
 
@@ -203,21 +199,6 @@ class SandboxProcess:
             raise self._breach("it sent more than its reply")
         return reply
 
-    def bound_cpu(self) -> None:
-        """Before a call: the worker's CPU limit is what it used so far plus one call's."""
-        if self._proc is None or self.worker_pid is None:
-            return
-        used = _cpu_seconds(self.worker_pid)
-        if used is None:
-            return
-        soft = math.ceil(used + self.limits.cpu_s)
-        if soft == self._cpu_soft:
-            return  # RLIMIT_CPU counts whole seconds: most calls leave it where it is
-        self._cpu_soft = soft
-        with contextlib.suppress(OSError, ValueError):  # it just exited: the call says so
-            # Past the soft limit SIGXCPU ends it; the hard limit a second later, SIGKILL.
-            resource.prlimit(self.worker_pid, resource.RLIMIT_CPU, (soft, soft + 1))
-
     def _breach(self, what: str) -> ChildFailure:
         self.kill()
         return ChildFailure("protocol", f"the sandbox child broke the protocol: {what}")
@@ -258,6 +239,8 @@ class SandboxProcess:
                 proc.wait(timeout=5.0)
             if proc.stderr is not None:
                 proc.stderr.close()
+            if self.worker_pid is not None:
+                _wait_stopped(self.worker_pid, deadline=time.monotonic() + 2.0)
         for fd in (self._to_child, self._from_child):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -295,6 +278,20 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def stopped(pid: int) -> bool:
+    """Whether a process no longer runs (gone, or a zombie its new parent has yet to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _wait_stopped(pid: int, deadline: float) -> None:
+    # The worker is a grandchild: SIGKILL reaches it a moment after the launcher's wait ends.
+    while not stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def _leaf(pid: int) -> int | None:
     """The worker: the launcher's only descendant without children (it cannot fork)."""
     for _ in range(4):
@@ -327,15 +324,6 @@ def _children_by_scan(pid: int) -> list[int]:
     return out
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """CPU time a process used (user + system), read by the host from /proc: not its word."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICKS
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _exit_reason(code: int | None, limits: SandboxLimits) -> tuple[str, str]:
     """(kind, reason) for a child that exited. The launcher passes the worker's death by
     signal ``s`` up as status ``128 + s``."""
@@ -351,8 +339,10 @@ def _exit_reason(code: int | None, limits: SandboxLimits) -> tuple[str, str]:
         return "crash", f"the sandbox child died of signal {-code}"
     if sig == signal.SIGSYS:
         return "seccomp", "it made a system call the sandbox does not allow (seccomp killed it)"
+    if sig == signal.SIGPROF:
+        return "limit", f"the call used more than its {limits.cpu_s:g} s of CPU"
     if sig == signal.SIGXCPU:
-        return "limit", f"the call used more than its {limits.cpu_s:g} s of CPU (RLIMIT_CPU)"
+        return "limit", "the sandbox child used up its CPU allowance (RLIMIT_CPU)"
     if sig == signal.SIGXFSZ:
         return "limit", "the call tried to write a file (RLIMIT_FSIZE is 0)"
     if sig == signal.SIGSEGV:

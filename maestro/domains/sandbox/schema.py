@@ -179,8 +179,9 @@ class _Builder:
                 __doc__=_text(node),
                 **fields,
             )
-        except (TypeError, ValueError, NameError) as exc:
-            raise SchemaError(f"{path or 'the schema'}: {exc}") from None
+        except Exception as exc:  # pydantic's own refusals (a regex its engine rejects, ...)
+            text = " / ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise SchemaError(f"{path or 'the schema'}: {text[-500:]}") from None
 
     def _definition(self, ref: str, path: str) -> type[BaseModel] | Any:
         key = ref.removeprefix("#/$defs/")
@@ -209,11 +210,11 @@ class _Builder:
             raise SchemaError(f"{path}: not a schema")
         self._check(node, path, depth)
         base = self._base(node, path, depth)
-        constraints = {_CONSTRAINTS[k]: v for k, v in node.items() if k in _CONSTRAINTS}
+        given = {k: v for k, v in node.items() if k in _CONSTRAINTS}
+        _check_constraints(given, path)
         metadata: list[Any] = []
-        if constraints:
-            _check_constraints(constraints, path)
-            metadata.append(Field(**constraints))
+        if given:
+            metadata.append(Field(**{_CONSTRAINTS[k]: v for k, v in given.items()}))
         table = node.get(REF_KEY)
         if table is not None:
             if not isinstance(table, str) or not table:

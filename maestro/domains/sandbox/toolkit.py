@@ -290,7 +290,6 @@ class SandboxToolkit(Toolkit):
                 "arguments": arguments,
                 "deadline_s": limit,
             }
-            process.bound_cpu()
             try:
                 frame = process.exchange(
                     meta,
