@@ -197,8 +197,10 @@ def _first_boot(
             Problem("db.json", "", f"the sandbox child sent no readable database: {exc}")
         )
         return None
-    if problems or state is None:
+    if state is None:
         return None
+    # With records refused, the domain is still built from the rest, as in process, so that
+    # the tasks are checked too; the problems make the load fail all the same.
     try:
         ready = process.exchange(
             {"op": "begin"}, state.to_dict(), timeout_s=limits.startup_timeout_s, caps=BEGIN_CAPS
