@@ -27,6 +27,8 @@ from maestro.domains.sandbox import (
     load_sandboxed_domain,
 )
 from maestro.domains.sandbox.process import stopped
+from maestro.domains.tau2_export import export_tau2
+from maestro.domains.toolgraph import build_tool_graph
 from tests.domains.sandbox_support import (
     FIXTURES,
     LIMITS,
@@ -115,6 +117,22 @@ def test_library_domains_replay_identically_in_the_sandbox(domain_id: str) -> No
         assert [(o.status, o.content) for o in bad.outcomes] == [
             (o.status, o.content) for o in in_process.outcomes
         ]
+
+
+def test_the_tool_graph_and_the_tau2_export_see_the_same_domain(tmp_path: Path) -> None:
+    reference = load_domain(library_path("hotel"), check_gold=False)
+    with load_sandboxed_domain(library_path("hotel"), check_gold=False) as domain:
+        assert build_tool_graph(domain) == build_tool_graph(reference)
+        export_tau2(domain, tmp_path / "sandboxed")
+        export_tau2(reference, tmp_path / "in_process")
+    mine = {p.relative_to(tmp_path / "sandboxed"): p for p in (tmp_path / "sandboxed").rglob("*")}
+    theirs = {
+        p.relative_to(tmp_path / "in_process"): p for p in (tmp_path / "in_process").rglob("*")
+    }
+    assert mine.keys() == theirs.keys()
+    for rel, path in mine.items():
+        if path.is_file():
+            assert path.read_bytes() == theirs[rel].read_bytes(), rel
 
 
 def test_session_writes_flow_both_ways(sandboxed: Domain, toy: Domain) -> None:

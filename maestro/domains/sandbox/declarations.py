@@ -1,8 +1,7 @@
-"""models.py's extra rule: declarations only, and what a declaration value or a type may be.
-
-Shared by the static check (models.py) and the host's reading of tool signatures (tools.py):
-both need to know that an expression only names types and literals before anything evaluates
-it in the host.
+"""models.py's extra rule for the static check: declarations only, and what a declaration
+value or a type may be. A linter rule (models.py runs only in the sandbox child): it keeps
+generated record types to what the host can check from their JSON schema, and tells an LLM
+which line to fix.
 """
 
 from __future__ import annotations
@@ -104,8 +103,8 @@ def value_problem(node: ast.expr) -> str | None:
 
 
 #: Keywords a declaration may pass. Left out on purpose: anything that hands pydantic a
-#: callable to run in the host (json_schema_extra, validators) and ``regex_engine`` (the
-#: default Rust engine matches in linear time; Python's ``re`` would let a pattern hang the host).
+#: callable (json_schema_extra, validators), whose effect no JSON schema shows the host, and
+#: ``regex_engine`` (the default Rust engine matches in linear time; Python's ``re`` does not).
 _CALL_KEYWORDS = {
     "Field": frozenset(
         {

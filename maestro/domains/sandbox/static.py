@@ -4,8 +4,9 @@ The check is an allowlist over the syntax tree, not a search for bad words: what
 domain needs (typed functions, dict and list work, dates, decimals, regular expressions, the SDK)
 passes; what an escape needs (other modules, dunder or private attributes, frame and code
 objects, ``exec``-like builtins, attribute access by computed name) is named as a problem at
-``line L col C`` with the rule it breaks. It is the first of two layers: the sandbox process
-still enforces limits at run time, for whatever this check cannot see.
+``line L col C`` with the rule it breaks. It is a linter, not the boundary: package code runs
+only in the sandbox child, whatever this check says, and the run-time layers hold for whatever
+it cannot see.
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ def check_models_source(source: str, filename: str = "models.py") -> list[Proble
     ``typing``, ``datetime``, ``enum``...), classes whose bodies are annotated fields with literal
     or ``Field(...)`` defaults, simple constants (literals, ``Literal[...]`` aliases) and
     ``TABLES``. Because nothing else is allowed (no functions, no validators, no calls but
-    ``Field``, ``Ref`` and ``ConfigDict`` with literal arguments), a models.py that passes is
-    imported in the host.
+    ``Field``, ``Ref`` and ``ConfigDict`` with literal arguments), what a models.py that
+    passes means is all in its JSON schemas, which the host checks.
     """
     tree, problems = _parse(source, filename)
     if tree is None:
