@@ -126,7 +126,7 @@ def _code_in_process(
 ) -> PackageCode | None:
     package = _make_package(root, manifest.id)
     tables = _load_models(root, package, problems)
-    db = _load_db(raw_db, tables, problems) if tables is not None else None
+    db = load_db(raw_db, tables, problems) if tables is not None else None
     toolkit = _load_tools(root, package, problems)
     if tables is None or db is None or toolkit is None:
         return None
@@ -292,12 +292,26 @@ def _walk(ann: Any, value: Any, where: str, table: str | None) -> list[tuple[str
     return []
 
 
-def _load_db(raw: Any, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
+def load_db(raw: Any, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
+    """db.json (parsed) as the initial state: records validated, keys and references checked
+    (the sandbox's host runs it on what its child sent, with the host's own record models)."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         problems.append(Problem("db.json", "", "must be an object of tables"))
         return None
+    clean = validated_records(raw, tables, problems)
+    problems.extend(reference_problems(tables, clean))
+    return State(clean, tables)
+
+
+def validated_records(
+    raw: dict[str, Any], tables: dict[str, TableSpec], problems: list[Problem]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """db.json's records validated and dumped by their tables' record types; an unknown table,
+    a table that is not an object, an invalid record or one whose key field is not its key is a
+    problem, and left out. (The sandbox runs this with the real record types in its child, and
+    again with the host's own.)"""
     clean: dict[str, dict[str, dict[str, Any]]] = {}
     for table, rows in raw.items():
         spec = tables.get(table)
@@ -328,8 +342,7 @@ def _load_db(raw: Any, tables: dict[str, TableSpec], problems: list[Problem]) ->
                 )
                 continue
             clean[table][key] = data
-    problems.extend(reference_problems(tables, clean))
-    return State(clean, tables)
+    return clean
 
 
 def reference_problems(

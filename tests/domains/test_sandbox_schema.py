@@ -12,7 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from maestro.domains import Problem
-from maestro.domains.sandbox.description import host_state, host_tables, read_description
+from maestro.domains.loader import load_db
+from maestro.domains.sandbox.description import host_tables, read_description
 from maestro.domains.sandbox.schema import (
     MAX_NODES,
     SchemaError,
@@ -199,7 +200,7 @@ def test_the_database_the_child_sends_is_validated_again_by_the_host() -> None:
         },
         "secrets": {"S1": {}},
     }
-    state = host_state(tables, db, problems)
+    state = load_db(db, tables, problems)
     assert state is not None and list(state.keys("things")) == ["T1"]
     where = {(p.file, p.location) for p in problems}
     assert {("db.json", "things/T2.n"), ("db.json", "things/T3"), ("db.json", "secrets")} <= where

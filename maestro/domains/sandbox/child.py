@@ -40,7 +40,7 @@ from pydantic import ConfigDict, Field, create_model
 
 from maestro.domains import sdk
 from maestro.domains.errors import Problem, ToolDeadlineExceeded
-from maestro.domains.loader import table_specs
+from maestro.domains.loader import table_specs, validated_records
 from maestro.domains.runtime import Toolkit, ToolSpec, spec_from_function, tool_functions
 from maestro.domains.sandbox import describe, isolation, seccomp
 from maestro.domains.sandbox.protocol import Frame, encode, read_blocking, write_blocking
@@ -288,7 +288,7 @@ class _Worker:
         db, db_problems = None, list[Problem]()
         if loaded and not problems:
             if isinstance(raw_db, dict):
-                db = describe.normalize_db(raw_db, self.tables, db_problems)
+                db = validated_records(raw_db, self.tables, db_problems)
             tables = describe.describe_tables(self.tables)
             tools = describe.describe_tools(self.toolkit)
         # The serving hook goes in whatever happened, for good; if package code took its slot,

@@ -15,10 +15,8 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from maestro.domains.errors import Problem
-from maestro.domains.loader import validation_problems
 from maestro.domains.runtime import Toolkit
 from maestro.domains.sdk import Ref
 from maestro.domains.store import TableSpec
@@ -61,31 +59,6 @@ def describe_tools(toolkit: Toolkit) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def normalize_db(
-    raw: dict[str, Any], tables: dict[str, TableSpec], problems: list[Problem]
-) -> dict[str, dict[str, Any]]:
-    """db.json's records validated and dumped by the real record types, as the loader does."""
-    clean: dict[str, dict[str, Any]] = {}
-    for table, rows in raw.items():
-        spec = tables.get(table)
-        if spec is None:
-            problems.append(
-                Problem("db.json", table, f"unknown table (models.py declares {sorted(tables)})")
-            )
-            continue
-        if not isinstance(rows, dict):
-            problems.append(Problem("db.json", table, "must be an object of key -> record"))
-            continue
-        assert spec.model is not None
-        clean[table] = {}
-        for key, rec in rows.items():
-            try:
-                clean[table][key] = spec.model.model_validate(rec).model_dump(mode="json")
-            except ValidationError as exc:
-                problems.extend(validation_problems("db.json", f"{table}/{key}", exc))
-    return clean
 
 
 # ----- Ref marks --------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 A child's ``describe`` reply is untrusted JSON. It is validated here against fixed pydantic
 models (names that are identifiers, bounded sizes, nothing extra), turned into host-owned record
-and argument models (``schema.py``), and the database it sends is validated record by record
-with those models before it becomes the domain's initial state. Any mismatch is a load problem
-naming the table, record or tool.
+and argument models (``schema.py``); the database it sends is then validated record by record
+with those models (``loader.load_db``) before it becomes the domain's initial state. Any
+mismatch is a load problem naming the table, record or tool.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from maestro.domains.errors import Problem
-from maestro.domains.loader import reference_problems, validation_problems
 from maestro.domains.runtime import ToolSpec
 from maestro.domains.sandbox.schema import SchemaError, params_model, record_model, without_marks
-from maestro.domains.store import State, TableSpec
+from maestro.domains.store import TableSpec
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 Text = Annotated[str, StringConstraints(max_length=20_000)]
@@ -142,37 +141,6 @@ def host_tools(description: PackageDescription, problems: list[Problem]) -> list
         )
         specs.append(spec)
     return specs
-
-
-def host_state(tables: dict[str, TableSpec], db: Any, problems: list[Problem]) -> State | None:
-    """The child's normalized database, validated again by the host's record models."""
-    if not isinstance(db, dict):
-        problems.append(Problem("db.json", "", "the sandbox child sent no database"))
-        return None
-    clean: dict[str, dict[str, dict[str, Any]]] = {}
-    for table, rows in db.items():
-        spec = tables.get(table)
-        if spec is None or not isinstance(rows, dict):
-            problems.append(Problem("db.json", str(table)[:100], "not a declared table"))
-            continue
-        assert spec.model is not None
-        clean[table] = {}
-        for key, rec in rows.items():
-            where = f"{table}/{key}"
-            try:
-                data = spec.model.model_validate(rec).model_dump(mode="json")
-            except ValidationError as exc:
-                problems.extend(validation_problems("db.json", where, exc))
-                continue
-            if data.get(spec.key_field) != key:
-                found = data.get(spec.key_field)
-                problems.append(
-                    Problem("db.json", where, f"{spec.key_field} is {found!r}, not the key")
-                )
-                continue
-            clean[table][key] = data
-    problems.extend(reference_problems(tables, clean))
-    return State(clean, tables)
 
 
 def _runs_in_the_sandbox(db: Any, **arguments: Any) -> Any:

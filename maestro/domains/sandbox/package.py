@@ -21,12 +21,7 @@ from maestro.domains.errors import DomainLoadError, Problem
 from maestro.domains.loader import CodeLoader, PackageCode
 from maestro.domains.models import DomainManifest
 from maestro.domains.package import Domain
-from maestro.domains.sandbox.description import (
-    host_state,
-    host_tables,
-    host_tools,
-    read_description,
-)
+from maestro.domains.sandbox.description import host_tables, host_tools, read_description
 from maestro.domains.sandbox.isolation import SWITCHABLE
 from maestro.domains.sandbox.limits import SandboxLimits
 from maestro.domains.sandbox.process import (
@@ -191,7 +186,7 @@ def _first_boot(
     # The records the real record types refused, then the host's own check of the rest.
     problems.extend(Problem(f, at, msg) for f, at, msg in description.problems if f == "db.json")
     try:
-        state = host_state(tables, described.decoded_data(), problems)
+        state = loader.load_db(described.decoded_data(), tables, problems)
     except ChannelError as exc:  # the data section is not JSON
         problems.append(
             Problem("db.json", "", f"the sandbox child sent no readable database: {exc}")
