@@ -15,7 +15,7 @@ from pathlib import Path
 
 from maestro.domains import Domain, Session
 from maestro.domains.sandbox import SandboxLimits, SandboxOptions, SandboxToolkit
-from maestro.domains.sandbox.package import _open
+from maestro.domains.sandbox.package import _frozen, _open
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 TOY_TOOLS = (FIXTURES / "toy" / "tools.py").read_text()
@@ -51,12 +51,12 @@ def unchecked(
     limits: SandboxLimits = LIMITS,
     *,
     disable: Sequence[str] = (),
-    trusted_modules: Sequence[str] = (),
+    vetted: dict[str, tuple[str, ...]] | None = None,
 ) -> Iterator[Domain]:
     """A sandboxed domain loaded with the static check bypassed and, optionally, isolation
     layers turned off (the tests' switch)."""
     options = SandboxOptions(
-        limits, tuple(trusted_modules), check_static=False, disable=frozenset(disable)
+        limits, _frozen(vetted), check_static=False, disable=frozenset(disable)
     )
     domain = _open(root, options, check_gold=False)
     try:

@@ -260,12 +260,16 @@ def test_invalid_records_are_reported_as_the_loader_reports_them(tmp_path: Path)
     assert sorted(map(str, sandboxed.value.problems)) == sorted(map(str, in_process.value.problems))
 
 
-def test_trusted_modules_are_the_hosts_choice(tmp_path: Path) -> None:
-    tools = "import string\n" + TOY_TOOLS + tool_source("letters", "return string.ascii_lowercase")
+def test_vetted_modules_are_the_hosts_choice(tmp_path: Path) -> None:
+    tools = "from string import ascii_lowercase\n" + TOY_TOOLS
+    tools += tool_source("letters", "return ascii_lowercase")
     root = make_package(tmp_path, "toy", tools)
-    with pytest.raises(DomainLoadError, match="import of 'string' is not allowed"):
+    with pytest.raises(DomainLoadError, match="import from 'string' is not allowed"):
         load_sandboxed_domain(root, check_gold=False).__enter__()
-    with load_sandboxed_domain(root, check_gold=False, trusted_modules=["string"]) as domain:
+    with pytest.raises(DomainLoadError, match=r"only \['digits'\] may be imported from string"):
+        load_sandboxed_domain(root, check_gold=False, vetted={"string": ["digits"]}).__enter__()
+    vetted = {"string": ["ascii_lowercase"]}
+    with load_sandboxed_domain(root, check_gold=False, vetted=vetted) as domain:
         out = domain.toolkit.call(domain.start_session(), "letters", {})
         assert out.content == "abcdefghijklmnopqrstuvwxyz"
 

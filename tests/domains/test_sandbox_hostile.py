@@ -59,7 +59,7 @@ HOSTILE = [
     Hostile("dunder_import", 'return str(__import__("os").system("touch " + target))', "__import__() is not allowed", "sandbox", "refused os.system"),
     Hostile("importlib_os", 'import importlib\nimportlib.import_module("os").system("touch " + target)\nreturn "ok"', "import of 'importlib'", "sandbox", "refused os.system"),
     Hostile("builtins_open", 'import builtins\nreturn builtins.open("/etc/passwd").read()', "import of 'builtins'", "sandbox", "refused open"),
-    Hostile("eval_code", 'return str(eval("1 + 1"))', "eval() is not allowed", "sandbox", "refused compile"),
+    Hostile("eval_code", 'return str(eval("1 + 1"))', "eval() is not allowed", "sandbox", "refused exec"),
     Hostile(
         "subclass_walk",
         'for cls in ().__class__.__bases__[0].__subclasses__():\n'

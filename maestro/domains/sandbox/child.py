@@ -2,7 +2,7 @@
 
 Started by the host as ``python -I -B -m maestro.domains.sandbox.child IN_FD OUT_FD``. The
 launcher reads the host's ``init`` request, imports every module package code may use (the
-standard-library allowlist, the SDK, pydantic, and the host's ``trusted_modules``), warms up
+standard-library allowlist, the SDK, pydantic, and the modules the host vetted), warms up
 what those imports load lazily, then sets up the kernel layers and forks the worker
 (``isolation.py``). The worker answers ``init`` with the layers' status before any package
 code exists in it, installs the audit hook, and serves requests until the host closes the pipe:
@@ -58,8 +58,10 @@ LOAD_EVENTS = frozenset(
         "object.__setattr__", "object.__delattr__",
     }
 )  # fmt: skip
-#: Audit events a tool call may raise; every other event is refused.
-SERVE_EVENTS = frozenset({"builtins.id", "time.sleep"})
+#: Audit events a tool call may raise; every other event is refused. ``compile`` gives a code
+#: object or a syntax tree (``ast.parse``, which a vetted module uses) and grants nothing: running
+#: compiled code is ``exec``, refused, and it would meet the same hooks anyway.
+SERVE_EVENTS = frozenset({"builtins.id", "time.sleep", "compile"})
 
 
 class SandboxViolation(BaseException):
@@ -79,7 +81,7 @@ def main(argv: list[str]) -> int:
     init = first.meta
     seq, nonce = init.pop("seq", None), init.pop("nonce", None)
     options = init["options"]
-    problems = _preload(options["trusted_modules"])
+    problems = _preload(options["vetted_modules"])
     if problems:
         refusal = {"seq": seq, "nonce": nonce, "ok": False, "problems": problems}
         write_blocking(out_fd, encode(refusal))
@@ -118,16 +120,16 @@ def _serve(in_fd: int, out_fd: int, worker: _Worker) -> int:
 # ----- the launcher: before any package code -----------------------------------------------------
 
 
-def _preload(trusted: list[str]) -> list[list[str]]:
+def _preload(vetted: list[str]) -> list[list[str]]:
     """Import what package code may import: nothing is imported once the sandbox is closed."""
     for module in [*sorted(STDLIB_ALLOWED), "_strptime"]:
         importlib.import_module(module)
     problems = []
-    for module in trusted:
+    for module in vetted:
         try:
             importlib.import_module(module)
         except Exception as exc:
-            problems.append(["tools.py", "", f"trusted module {module!r} does not import: {exc!r}"])
+            problems.append(["tools.py", "", f"vetted module {module!r} does not import: {exc!r}"])
     return problems
 
 

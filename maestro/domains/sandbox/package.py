@@ -10,7 +10,7 @@ child agrees (same state hash). Nothing of the package is imported or evaluated 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,11 @@ from maestro.domains.sandbox.protocol import ChannelError
 from maestro.domains.sandbox.static import check_models_source, check_tools_source
 from maestro.domains.sandbox.toolkit import Package, SandboxToolkit, describe_caps, description_key
 
+#: Modules of outside code the host has vetted, each with the names tools.py may import from
+#: it (``{"maestro.domains.importers.bfcl_runtime": ("call_api",)}``). Given by the caller
+#: (an importer, or the loader on an importer's word), never read from the package.
+VettedImports = Mapping[str, Sequence[str]]
+
 
 @contextmanager
 def load_sandboxed_domain(
@@ -42,7 +47,7 @@ def load_sandboxed_domain(
     limits: SandboxLimits | None = None,
     *,
     check_gold: bool = True,
-    trusted_modules: Sequence[str] = (),
+    vetted: VettedImports | None = None,
 ) -> Iterator[Domain]:
     """Load a domain package whose models.py and tools.py run only in a sandbox child.
 
@@ -50,11 +55,12 @@ def load_sandboxed_domain(
     :class:`SandboxToolkit`. Raises :class:`~maestro.domains.errors.DomainLoadError` listing
     every problem (the static check's included). The child stops when the block exits.
 
-    ``trusted_modules`` names modules of vetted outside code (an installed benchmark's own
-    classes) the child imports before it closes, so that tools.py may import them; it is the
-    caller's decision, never the package's.
+    ``vetted`` names modules of outside code the caller has vetted (a benchmark's API classes),
+    each with the names tools.py may import from it (``from MODULE import NAME``): the child
+    imports them before any package code runs; every run-time layer still applies to them. It
+    is the caller's decision (an importer's), never the package's.
     """
-    domain = open_untrusted(path, limits, check_gold=check_gold, trusted_modules=trusted_modules)
+    domain = open_untrusted(path, limits, check_gold=check_gold, vetted=vetted)
     try:
         yield domain
     finally:
@@ -66,11 +72,11 @@ def open_untrusted(
     limits: SandboxLimits | None = None,
     *,
     check_gold: bool = True,
-    trusted_modules: Sequence[str] = (),
+    vetted: VettedImports | None = None,
 ) -> Domain:
     """Like :func:`load_sandboxed_domain`, for callers that hold the domain beyond one block:
     ``domain.close()`` stops the child, and so does this process's end."""
-    options = SandboxOptions(limits or SandboxLimits(), tuple(trusted_modules))
+    options = SandboxOptions(limits or SandboxLimits(), _frozen(vetted))
     return _open(path, options, check_gold=check_gold)
 
 
@@ -83,7 +89,7 @@ class SandboxOptions:
     """
 
     limits: SandboxLimits
-    trusted_modules: tuple[str, ...] = ()
+    vetted: tuple[tuple[str, tuple[str, ...]], ...] = ()
     check_static: bool = True
     disable: frozenset[str] = frozenset()
 
@@ -127,7 +133,7 @@ def _sandboxed(
         if models_source is not None:
             found += check_models_source(models_source)
         if tools_source is not None:
-            found += check_tools_source(tools_source, trusted_modules=options.trusted_modules)
+            found += check_tools_source(tools_source, vetted=dict(options.vetted))
     if raw_db is not None and not isinstance(raw_db, dict):
         found.append(Problem("db.json", "", "must be an object of tables"))
     problems.extend(found)
@@ -139,7 +145,7 @@ def _sandboxed(
         manifest.clock.isoformat() if manifest.clock else None,
         models_source,
         tools_source,
-        options.trusted_modules,
+        tuple(module for module, _ in options.vetted),
         options.disable,
     )
     process = SandboxProcess(launch)
@@ -216,6 +222,10 @@ def _problem_rows(rows: list[Any]) -> list[tuple[str, str, str]]:
         if isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row):
             out.append((row[0][:200], row[1][:200], row[2][:2000]))
     return out
+
+
+def _frozen(vetted: VettedImports | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple(sorted((module, tuple(names)) for module, names in (vetted or {}).items()))
 
 
 def _read(root: Path, name: str, problems: list[Problem]) -> str | None:

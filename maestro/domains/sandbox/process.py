@@ -70,7 +70,7 @@ class Launch:
     clock: str | None
     models_source: str
     tools_source: str
-    trusted_modules: tuple[str, ...] = ()
+    vetted_modules: tuple[str, ...] = ()  # imported by the launcher, before package code
     disable: frozenset[str] = frozenset()  # layers a test turns off
 
     def init(self) -> dict[str, Any]:
@@ -82,7 +82,7 @@ class Launch:
             "tools_source": self.tools_source,
             "limits": self.limits.model_dump(),
             "options": {
-                "trusted_modules": list(self.trusted_modules),
+                "vetted_modules": list(self.vetted_modules),
                 "disable": sorted(self.disable),
             },
         }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from maestro.domains.errors import Problem
 from maestro.domains.sandbox.declarations import declaration_problems, where
@@ -109,18 +109,18 @@ _FORMAT_FIELD = re.compile(r"\{[^{}]*[.\[]")
 
 
 def check_tools_source(
-    source: str, filename: str = "tools.py", *, trusted_modules: Sequence[str] = ()
+    source: str, filename: str = "tools.py", vetted: Mapping[str, Sequence[str]] | None = None
 ) -> list[Problem]:
     """Every rule a generated ``tools.py`` breaks, each as a Problem at ``line L col C``.
 
     An empty list means the source may be loaded into the sandbox; it does not make it safe to
-    import in the host: tools.py runs only in the sandbox child. ``trusted_modules`` (the
-    host's choice, as given to the sandbox) may be imported too, with their submodules.
+    import in the host: tools.py runs only in the sandbox child. ``vetted`` (from the host,
+    never from the package) allows ``from MODULE import NAME`` for the names it lists.
     """
     tree, problems = _parse(source, filename)
     if tree is None:
         return problems
-    checker = _Checker(filename, models_file=False, trusted=tuple(trusted_modules))
+    checker = _Checker(filename, models_file=False, vetted=vetted)
     checker.visit(tree)
     return problems + _in_order(checker.problems)
 
@@ -179,10 +179,16 @@ def _dunder(name: str) -> bool:
 class _Checker(ast.NodeVisitor):
     """Walks the whole tree once; each visit method is one family of rules."""
 
-    def __init__(self, filename: str, *, models_file: bool, trusted: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        filename: str,
+        *,
+        models_file: bool,
+        vetted: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.filename = filename
         self.models_file = models_file
-        self.trusted = trusted
+        self.vetted = vetted or {}
         self.problems: list[Problem] = []
 
     def problem(self, node: ast.AST, rule: str, message: str) -> None:
@@ -190,12 +196,9 @@ class _Checker(ast.NodeVisitor):
 
     # imports
 
-    def _trusted(self, module: str) -> bool:
-        return any(module == t or module.startswith(t + ".") for t in self.trusted)
-
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if alias.name not in STDLIB_ALLOWED and not self._trusted(alias.name):
+            if alias.name not in STDLIB_ALLOWED:
                 self.problem(node, "import", f"import of {alias.name!r} is not allowed")
             self._bound_name(node, alias.asname)
 
@@ -224,8 +227,11 @@ class _Checker(ast.NodeVisitor):
             return None
         if module == SDK_MODULE:
             return None if not name.startswith("_") else f"{name!r} is private to the SDK"
-        if self._trusted(module):
-            return None if not name.startswith("_") else f"{module}.{name} is private"
+        if module in self.vetted:
+            allowed = self.vetted[module]
+            return (
+                None if name in allowed else f"only {sorted(allowed)} may be imported from {module}"
+            )
         if module == "pydantic" and self.models_file:
             if name in PYDANTIC_ALLOWED:
                 return None
