@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from maestro.domains import loader
+from maestro.domains import files, loader
 from maestro.domains.errors import DomainLoadError, Problem
 from maestro.domains.loader import CodeLoader, PackageCode
 from maestro.domains.models import DomainManifest
@@ -127,8 +127,9 @@ def _sandboxed(
     options: SandboxOptions,
 ) -> PackageCode | None:
     found: list[Problem] = []
-    models_source = _read(root, "models.py", found)
-    tools_source = _read(root, "tools.py", found)
+    # As package files are read everywhere: regular files only, size-capped, strict UTF-8.
+    models_source = files.read_text(root, "models.py", found)
+    tools_source = files.read_text(root, "tools.py", found)
     if options.check_static:
         if models_source is not None:
             found += check_models_source(models_source)
@@ -226,15 +227,3 @@ def _problem_rows(rows: list[Any]) -> list[tuple[str, str, str]]:
 
 def _frozen(vetted: VettedImports | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(sorted((module, tuple(names)) for module, names in (vetted or {}).items()))
-
-
-def _read(root: Path, name: str, problems: list[Problem]) -> str | None:
-    try:
-        return (root / name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None  # the loader reports missing files
-    except UnicodeDecodeError as exc:
-        problems.append(Problem(name, f"byte {exc.start}", "not UTF-8 text"))
-    except OSError as exc:
-        problems.append(Problem(name, "", f"cannot be read: {exc.strerror}"))
-    return None
