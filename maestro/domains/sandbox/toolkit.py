@@ -38,7 +38,7 @@ _MISSING = object()
 
 def describe_caps(limits: SandboxLimits) -> Caps:
     """A describe reply: schemas in the meta, the normalized database in the data."""
-    return Caps(meta=16 * 1024 * 1024, text=0, data=limits.max_package_bytes)
+    return Caps(meta=4 * 1024 * 1024, text=0, data=limits.max_package_bytes)
 
 
 def call_caps(limits: SandboxLimits) -> Caps:
