@@ -27,6 +27,7 @@ from maestro.domains.sandbox import (
     load_sandboxed_domain,
 )
 from maestro.domains.sandbox.process import stopped
+from maestro.domains.sdk import Ref, TextFormat
 from maestro.domains.tau2_export import export_tau2
 from maestro.domains.toolgraph import build_tool_graph
 from tests.domains.sandbox_support import (
@@ -133,6 +134,33 @@ def test_the_tool_graph_and_the_tau2_export_see_the_same_domain(tmp_path: Path) 
     for rel, path in mine.items():
         if path.is_file():
             assert path.read_bytes() == theirs[rel].read_bytes(), rel
+
+
+def test_the_sdks_marks_reach_the_host_models(tmp_path: Path) -> None:
+    # Ref and TextFormat (IsoDate) are annotation metadata a JSON schema does not carry: the
+    # child writes them in, the host's models carry them again, and the tool graph sees them.
+    tools = TOY_TOOLS.replace(
+        "from maestro.domains.sdk import", "from maestro.domains.sdk import IsoDate, Ref,"
+    ) + (
+        "\n\nfrom typing import Annotated\n\n\n"
+        '@tool("read")\ndef orders_on(\n    db: Database,\n    day: IsoDate,\n'
+        '    customer_id: Annotated[str, Ref("customers")],\n) -> list:\n'
+        '    """Orders of a customer on a day.\n\n    Args:\n        day: The day.\n'
+        '        customer_id: The customer.\n    """\n'
+        '    return db.find("orders", customer_id=customer_id)\n'
+    )
+    root = make_package(tmp_path, "toy", tools)
+    in_process = load_domain(root, check_gold=False, trusted=True)
+    with load_sandboxed_domain(root, check_gold=False) as domain:
+        assert build_tool_graph(domain) == build_tool_graph(in_process)
+        mine = domain.toolkit.specs["orders_on"].params.model_fields
+        assert TextFormat("date") in mine["day"].metadata
+        assert Ref("customers") in mine["customer_id"].metadata
+        assert domain.toolkit.schemas() == in_process.toolkit.schemas()
+        bad = domain.toolkit.call(
+            domain.start_session(), "orders_on", {"day": "15/03", "customer_id": "C1"}
+        )
+        assert bad.status == "invalid_call" and "pattern" in bad.content
 
 
 def test_session_writes_flow_both_ways(sandboxed: Domain, toy: Domain) -> None:

@@ -3,8 +3,9 @@
 The host never runs package code, so everything it needs is computed in the child from the
 real objects: each table's record JSON schema, class name and key field; each tool's kind,
 description, parameter schema and parameter names; the database normalized by the real record
-types (with pydantic's messages for every invalid record). ``Ref`` marks, which a JSON schema
-does not carry, are written into it as ``"x-maestro-ref": "<table>"`` at the node they mark.
+types (``loader.validated_records``). The SDK's marks, which a JSON schema does not carry, are
+written into it at the node they mark: ``Ref`` as ``"x-maestro-ref": "<table>"``, ``TextFormat``
+(``IsoDate``, ``IsoDateTime``) as ``"x-maestro-text": "date"``.
 The host trusts none of it: it validates the shape, rebuilds its own models from the schemas
 (``schema.py``) and validates every record again.
 """
@@ -18,10 +19,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from maestro.domains.runtime import Toolkit
-from maestro.domains.sdk import Ref
+from maestro.domains.sdk import Ref, TextFormat
 from maestro.domains.store import TableSpec
 
 REF_KEY = "x-maestro-ref"
+TEXT_KEY = "x-maestro-text"
 
 
 def describe_tables(tables: dict[str, TableSpec]) -> list[dict[str, Any]]:
@@ -80,9 +82,7 @@ def _mark_model(
         prop = properties.get(info.alias or name)
         if not isinstance(prop, dict):
             continue
-        direct = next((m.table for m in info.metadata if isinstance(m, Ref)), None)
-        if direct is not None:
-            prop[REF_KEY] = direct
+        _mark(info.metadata, prop)
         _mark_type(info.annotation, prop, root, seen)
 
 
@@ -90,9 +90,7 @@ def _mark_type(ann: Any, node: dict[str, Any], root: dict[str, Any], seen: set[s
     node = _resolve(node, root)
     origin = typing.get_origin(ann)
     if origin is typing.Annotated:
-        table = next((m.table for m in ann.__metadata__ if isinstance(m, Ref)), None)
-        if table is not None:
-            node[REF_KEY] = table
+        _mark(ann.__metadata__, node)
         _mark_type(typing.get_args(ann)[0], node, root, seen)
     elif origin in (typing.Union, types.UnionType):
         arms = node.get("anyOf")
@@ -113,6 +111,14 @@ def _mark_type(ann: Any, node: dict[str, Any], root: dict[str, Any], seen: set[s
         if key not in seen:
             seen.add(key)
             _mark_model(ann, _resolve(node, root), root, seen)
+
+
+def _mark(metadata: Any, node: dict[str, Any]) -> None:
+    for meta in metadata:
+        if isinstance(meta, Ref):
+            node[REF_KEY] = meta.table
+        elif isinstance(meta, TextFormat):
+            node[TEXT_KEY] = meta.kind
 
 
 def _def_key(node: dict[str, Any]) -> str:

@@ -20,7 +20,8 @@ schema too large or deep, is refused with a message naming where it is.
 
 Constraints (``minLength``, ``maxLength``, ``pattern`` (pydantic's linear-time regex engine),
 ``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``,
-``minItems``, ``maxItems``) become ``Field`` constraints; ``x-maestro-ref`` becomes a ``Ref``.
+``minItems``, ``maxItems``) become ``Field`` constraints; ``x-maestro-ref`` becomes a ``Ref``,
+``x-maestro-text`` a ``TextFormat``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from maestro.domains.sandbox.describe import REF_KEY
-from maestro.domains.sdk import Record, Ref
+from maestro.domains.sandbox.describe import REF_KEY, TEXT_KEY
+from maestro.domains.sdk import Record, Ref, TextFormat
 
 MAX_NODES = 20_000
 MAX_DEPTH = 32
@@ -70,7 +71,7 @@ _CONSTRAINTS = {
     "maxItems": "max_length",
 }
 #: Keywords that describe without constraining: read past.
-_NOTES = frozenset({"title", "description", "default", "examples", "deprecated", REF_KEY})
+_NOTES = frozenset({"title", "description", "default", "examples", "deprecated", REF_KEY, TEXT_KEY})
 _KNOWN = (
     _NOTES
     | set(_CONSTRAINTS)
@@ -102,9 +103,9 @@ def params_model(tool_name: str, schema: Any) -> type[BaseModel]:
 
 
 def without_marks(schema: Any) -> Any:
-    """A copy of a schema without the ``x-maestro-ref`` marks (what the assistant sees)."""
+    """A copy of a schema without the SDK's marks (what the assistant sees)."""
     if isinstance(schema, dict):
-        return {k: without_marks(v) for k, v in schema.items() if k != REF_KEY}
+        return {k: without_marks(v) for k, v in schema.items() if k not in (REF_KEY, TEXT_KEY)}
     if isinstance(schema, list):
         return [without_marks(v) for v in schema]
     return schema
@@ -220,6 +221,11 @@ class _Builder:
             if not isinstance(table, str) or not table:
                 raise SchemaError(f"{_at(path, REF_KEY)}: must name a table")
             metadata.insert(0, Ref(table))
+        text = node.get(TEXT_KEY)
+        if text is not None:
+            if text not in ("date", "datetime"):
+                raise SchemaError(f"{_at(path, TEXT_KEY)}: must be 'date' or 'datetime'")
+            metadata.append(TextFormat(text))
         return Annotated[(base, *metadata)] if metadata else base
 
     def _base(self, node: dict[str, Any], path: str, depth: int) -> Any:
