@@ -10,6 +10,7 @@ from maestro.cli import (
     lake,
     llm,
     nightly,
+    prefect_api,
     sandbox,
     simulate,
     synthesize,
@@ -31,7 +32,7 @@ app.command("query")(lake.query)
 app.command("nightly")(nightly.nightly)
 app.command("stage")(nightly.stage)
 app.command("deploy")(nightly.deploy)
-app.command("ui")(nightly.ui)
+app.command("ui")(prefect_api.ui)
 # Each of these modules adds its own commands.
 synthesize.register(app)
 train.register(app)

@@ -1,13 +1,9 @@
-"""``maestro nightly``, ``maestro deploy`` and ``maestro ui``: the nightly run and its Prefect home."""
+"""``maestro nightly``, ``maestro stage`` and ``maestro deploy``: the nightly run, a stage of it
+alone, and its schedule."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,61 +11,12 @@ import typer
 from pydantic import ValidationError
 
 from maestro.cli.inputs import seconds
+from maestro.cli.prefect_api import flows_api
 from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
 
 RUN_DIR = Path("runs")
 #: The stages ``maestro stage`` runs, in order (the flows are in maestro.flows.nightly).
 STAGE_NAMES = ("ingest", "simulate", "score", "filter", "curate", "report")
-
-
-def prefect_env() -> None:
-    """A project-local Prefect home, no analytics; an explicit PREFECT_API_URL is respected.
-    Must run before prefect is imported."""
-    os.environ.setdefault("PREFECT_HOME", str((RUN_DIR / "prefect").resolve()))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
-    # The ephemeral API starts in a subprocess; on a busy 2-core machine 20 s is not always enough.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    Path(os.environ["PREFECT_HOME"]).mkdir(
-        parents=True, exist_ok=True
-    )  # prefect makes one level only
-
-
-@contextmanager
-def run_prefect_api() -> Iterator[Callable[[], str | None]]:
-    """The Prefect API for one run: the configured ``PREFECT_API_URL`` if any, else a local
-    Prefect server (API and UI) launched now and stopped when the run ends.
-
-    Yields ``ready``: call it once the caller's own start-up work is done (validating domains,
-    importing Prefect and the flows), which overlaps the server's start; it waits for the API
-    and returns the UI's URL (None when the API is configured). Unlike Prefect's ephemeral API,
-    the local server serves the UI, so the run can be watched while it lasts. Enter before
-    Prefect is imported.
-    """
-    if os.environ.get("PREFECT_API_URL"):
-        yield lambda: None
-        return
-    from maestro.flows.prefect_server import LocalPrefectServer
-
-    server = LocalPrefectServer(Path(os.environ["PREFECT_HOME"]), startup_timeout_s=120).launch()
-    os.environ["PREFECT_API_URL"] = server.api_url
-    os.environ["PREFECT_UI_URL"] = server.url  # links in logs and artifacts point at it
-
-    def ready() -> str:
-        try:
-            server.wait_ready()
-        except RuntimeError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-        return server.url
-
-    try:
-        yield ready
-    finally:
-        _send_pending_logs()
-        server.stop()
-        del os.environ["PREFECT_API_URL"], os.environ["PREFECT_UI_URL"]
 
 
 def _start_ray_meanwhile(params: NightlyParams) -> None:
@@ -79,18 +26,6 @@ def _start_ray_meanwhile(params: NightlyParams) -> None:
 
     if params.ray_workers_wanted() != 0:
         ensure_ray(RUN_DIR)
-
-
-def _send_pending_logs(timeout_s: float = 15.0) -> None:
-    """Send the run's queued logs and events while the server still answers. Prefect sends
-    them at exit otherwise, after the server stopped, and retried for about 70 s."""
-    if "prefect" not in sys.modules:
-        return
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for service in (APILogWorker, EventsWorker):
-        service.drain_all(timeout=timeout_s, at_exit=False)
 
 
 def _params(
@@ -202,14 +137,11 @@ def nightly(
         train=train,
     )
     _validate_or_exit(params)
-    prefect_env()
-    with run_prefect_api() as prefect_ready:
+    with flows_api() as prefect_ready:
         from maestro.flows.nightly import nightly as flow
 
         _start_ray_meanwhile(params)
-        ui_url = prefect_ready()
-        if ui_url:
-            typer.echo(f"Prefect UI for this run, while it lasts: {ui_url}", err=True)
+        prefect_ready()
         result = flow(params)
     if as_json:
         print(
@@ -263,8 +195,7 @@ def stage(
         run_id, domain, tasks_per_domain, all_tasks, task, trials, concurrency, 8, judge, 50, None
     )
     _validate_or_exit(params)
-    prefect_env()
-    with run_prefect_api() as prefect_ready:
+    with flows_api() as prefect_ready:
         from maestro.flows.nightly import STAGE_FLOWS
 
         prefect_ready()
@@ -277,22 +208,9 @@ def deploy(
     name: str = typer.Option("maestro-nightly", help="Deployment name."),
 ) -> None:
     """Serve the nightly flow on a schedule through Prefect (runs until interrupted)."""
-    prefect_env()
-    from maestro.flows.nightly import nightly as flow
+    with flows_api() as prefect_ready:
+        from maestro.flows.nightly import nightly as flow
 
-    typer.echo(f"serving {name} on cron '{cron}' (UTC); Ctrl-C to stop")
-    flow.serve(name=name, cron=cron)
-
-
-def ui(
-    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(4200, min=1, max=65535, help="Port."),
-) -> None:
-    """Start the Prefect server and UI locally (runs until interrupted) and print its URL."""
-    prefect_env()
-    url = f"http://{host}:{port}"
-    # The UI's own calls go to PREFECT_UI_API_URL, which otherwise assumes port 4200.
-    os.environ["PREFECT_UI_API_URL"] = f"{url}/api"
-    typer.echo(f"Prefect UI: {url}   (point runs at it with PREFECT_API_URL={url}/api)")
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
-    raise typer.Exit(subprocess.call(cmd))
+        prefect_ready()
+        typer.echo(f"serving {name} on cron '{cron}' (UTC); Ctrl-C to stop")
+        flow.serve(name=name, cron=cron)

@@ -9,6 +9,7 @@ import typer
 
 from maestro.cli.domains import load_or_exit
 from maestro.cli.inputs import bounded_float, seconds
+from maestro.cli.prefect_api import flows_api
 
 
 def _base(base: str) -> dict[str, str]:
@@ -51,29 +52,33 @@ def train(
         raise typer.BadParameter(f"{method!r} is not sft, dpo or grpo", param_hint="--method")
     if launcher not in ("local", "ray"):
         raise typer.BadParameter(f"{launcher!r} is not local or ray", param_hint="--launcher")
-    from maestro.flows.training import TrainParams, train_flow
+    domains, base_spec = _domains(domain), _base(base)
+    with flows_api() as prefect_ready:
+        # Prefect is imported once its API is set.
+        from maestro.flows.training import TrainParams, train_flow
 
-    launch = {"num_gpus": gpus, "deadline_s": deadline_s}
-    params = TrainParams.model_validate(
-        {
-            "task_set_id": task_set,
-            "domains": _domains(domain),
-            "split": None if split == "all" else split,
-            "recipe": {
-                "method": method,
-                "base": _base(base),
-                "max_steps": max_steps,
-                "batch_size": batch_size,
-                "learning_rate": learning_rate,
-                "lora": {} if lora else None,
-            },
-            "launcher": launcher,
-            "local": launch,
-            "ray": {**launch, "address": ray_address},
-            "lake_root": lake_root,
-        }
-    )
-    summary = train_flow(params)
+        prefect_ready()
+        launch = {"num_gpus": gpus, "deadline_s": deadline_s}
+        params = TrainParams.model_validate(
+            {
+                "task_set_id": task_set,
+                "domains": domains,
+                "split": None if split == "all" else split,
+                "recipe": {
+                    "method": method,
+                    "base": base_spec,
+                    "max_steps": max_steps,
+                    "batch_size": batch_size,
+                    "learning_rate": learning_rate,
+                    "lora": {} if lora else None,
+                },
+                "launcher": launcher,
+                "local": launch,
+                "ray": {**launch, "address": ray_address},
+                "lake_root": lake_root,
+            }
+        )
+        summary = train_flow(params)
     typer.echo(json.dumps(summary))
     if summary["status"] != "succeeded":
         raise typer.Exit(1)
@@ -91,24 +96,28 @@ def evaluate(
     lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
 ) -> None:
     """Serve a trained model and score it on a task set's held-out split."""
-    from maestro.flows.training import EvaluateParams, evaluate_flow
+    domains = _domains(domain)
+    with flows_api() as prefect_ready:
+        from maestro.flows.training import EvaluateParams, evaluate_flow
 
-    params = EvaluateParams.model_validate(
-        {
-            "model_id": model_id,
-            "task_set_id": task_set,
-            "domains": _domains(domain),
-            "lake_root": lake_root,
-            "settings": {
-                "split": split,
-                "trials": trials,
-                "judge": judge,
-                "limits": {"max_turns": max_turns},
-                "sampling": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
-            },
-        }
-    )
-    typer.echo(json.dumps(evaluate_flow(params), default=str))
+        prefect_ready()
+        params = EvaluateParams.model_validate(
+            {
+                "model_id": model_id,
+                "task_set_id": task_set,
+                "domains": domains,
+                "lake_root": lake_root,
+                "settings": {
+                    "split": split,
+                    "trials": trials,
+                    "judge": judge,
+                    "limits": {"max_turns": max_turns},
+                    "sampling": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
+                },
+            }
+        )
+        result = evaluate_flow(params)
+    typer.echo(json.dumps(result, default=str))
 
 
 def register(app: typer.Typer) -> None:

@@ -18,12 +18,19 @@ class LocalPrefectServer:
     """``prefect server start`` with its own home folder; ``api_url`` once :meth:`start` returns."""
 
     def __init__(
-        self, home: Path, host: str = "127.0.0.1", port: int = 0, startup_timeout_s: float = 120.0
+        self,
+        home: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        startup_timeout_s: float = 120.0,
+        keep_fds: tuple[int, ...] = (),
     ) -> None:
         self.home = home
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.startup_timeout_s = startup_timeout_s
+        #: Open files the server inherits (a lock that must last as long as the server).
+        self.keep_fds = keep_fds
         self.proc: subprocess.Popen[bytes] | None = None
         self._launched = 0.0
 
@@ -62,7 +69,12 @@ class LocalPrefectServer:
             str(self.port),
         ]
         self.proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+            pass_fds=self.keep_fds,
         )
         self._launched = time.monotonic()
         return self
@@ -113,7 +125,8 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
+    """A port free on ``host`` now (another process may take it before it is used)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
