@@ -6,9 +6,9 @@ import json
 
 import typer
 
-from maestro.agents.settings import load_llm_settings
 from maestro.cli.domains import load_or_exit
 from maestro.cli.inputs import seconds
+from maestro.cli.prefect_api import flows_api
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.runner import BatchConfig
 
@@ -37,8 +37,6 @@ def simulate(
             raise typer.BadParameter(
                 f"domain {domain.id} has no task(s) {unknown}", param_hint="--tasks"
             )
-    from maestro.flows.simulate import simulate_domain
-
     done = 0
     total = len(task_ids or domain.tasks) * trials
 
@@ -56,16 +54,19 @@ def simulate(
         concurrency=concurrency,
         limits=EpisodeLimits(max_turns=max_turns, deadline_s=episode_deadline_s),
     )
-    _, _, report = simulate_domain(
-        domain,
-        task_ids=task_ids,
-        trials=trials,
-        settings=load_llm_settings(),
-        config=config,
-        judge=judge,
-        ray_workers=ray_workers,
-        on_episode=progress,
-    )
+    with flows_api() as prefect_ready:
+        from maestro.flows.commands import simulate_flow
+
+        prefect_ready()
+        report = simulate_flow(
+            str(domain.path),
+            task_ids=task_ids,
+            trials=trials,
+            config=config,
+            judge=judge,
+            ray_workers=ray_workers,
+            on_episode=progress,
+        )
     if as_json:
         print(report.model_dump_json())
         return

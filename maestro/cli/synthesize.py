@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
 from maestro.agents.codegen.graph import SynthesisNotFoundError, synthesis_folder
 from maestro.cli.inputs import seconds
+from maestro.cli.prefect_api import flows_api
 
 
 def synthesize(
@@ -107,22 +108,15 @@ def synthesize(
 def _run(
     brief: Brief | None, sid: str, config: SynthesisConfig, out: Path, run_id: str, lake: str | None
 ) -> SynthesisResult:
-    from maestro.agents.settings import load_llm_settings
-    from maestro.flows.endpoints import model_endpoints
-    from maestro.flows.synthesis import SynthesisParams, store_result, synthesize_one
-    from maestro.storage import Lake, LakeSettings
-
-    params = SynthesisParams(config=config, runs_dir=out)
     typer.echo(f"synthesis {sid} (resume with --resume {sid} --out {out})", err=True)
-    with model_endpoints(load_llm_settings(), out) as (settings, urls):
+    with flows_api() as prefect_ready:
+        from maestro.flows.commands import synthesize_flow
+
+        prefect_ready()
         try:
-            result, log = synthesize_one(brief, sid, params, settings, urls["codegen"], out, run_id)
+            return synthesize_flow(brief, sid, config, out, run_id, lake)
         except SynthesisNotFoundError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from None
-    if lake is not None:
-        store = Lake(LakeSettings(root=lake) if lake else None)
-        store_result(store, run_id, result, log, params.limits)
-    return result
 
 
 def _first_error(exc: ValidationError) -> str:
