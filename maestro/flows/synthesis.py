@@ -274,7 +274,7 @@ def default_run_id() -> str:
     return "synthesis-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-@flow(name="maestro-synthesis", log_prints=True)
+@flow(name="maestro-synthesis")
 def synthesis_flow(
     params: SynthesisParams | None = None, run_id: str | None = None
 ) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maestro.agents.settings import LLMSettings, RoleSettings, load_llm_settings
 from maestro.flows.endpoints import model_endpoints
+from maestro.flows.flow_logs import job_log_lines
 from maestro.storage import Lake, LakeSettings
 from maestro.training.datasets import BUILDERS, TrainingDataset
 from maestro.training.evaluation import EvaluationSettings, evaluate_model
@@ -81,15 +82,17 @@ def launch(params: TrainParams, job: TrainJob) -> LaunchResult:
     logger = get_run_logger()
 
     def relay(text: str) -> None:
-        for line in text.splitlines()[-20:]:
+        # The job's own words and warnings; its progress bars stay in job.log.
+        for line in job_log_lines(text):
             logger.info("job: %s", line)
+        logger.info("the job's whole output: %s", Path(job.output_dir) / "job.log")
 
     if params.launcher == "ray":
         return RayJobLauncher(params.ray).launch(job, relay)
     return LocalLauncher(params.local).launch(job, relay)
 
 
-@flow(name="maestro-train", log_prints=True)
+@flow(name="maestro-train")
 def train_flow(params: TrainParams) -> dict[str, Any]:
     """Dataset from the lake, then the recipe as a job; the run and model land in the lake."""
     run_id = current_run_id()
@@ -146,7 +149,7 @@ def evaluate(params: EvaluateParams, run_id: str, llm: LLMSettings) -> dict[str,
     )
 
 
-@flow(name="maestro-evaluate", log_prints=True)
+@flow(name="maestro-evaluate")
 def evaluate_flow(params: EvaluateParams) -> dict[str, Any]:
     """Serve a registered model and score it on the task set's held-out split."""
     run_id = current_run_id()
