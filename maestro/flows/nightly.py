@@ -23,6 +23,7 @@ import maestro.flows.stages as stages
 from maestro.agents.settings import LLMSettings, Role, load_llm_settings
 from maestro.domains import Domain, load_domain
 from maestro.flows.endpoints import model_endpoints
+from maestro.flows.progress import EpisodeProgress, progress_key
 from maestro.flows.stages import NightlyParams
 from maestro.simulation.episode import EpisodeResult
 from maestro.storage import Lake
@@ -64,11 +65,14 @@ def simulate(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
+    # The terminal's bar, and the same progress in the Prefect UI.
+    shown = EpisodeProgress(domain, total, progress_key(run_id, "simulate", domain.id))
     with Progress(*columns, transient=False) as bar:
         progress = bar.add_task(domain.id, total=total)
 
         def on_episode(e: EpisodeResult) -> None:
             bar.advance(progress)
+            shown(e)
             logger.info(
                 "%s trial %d: %s in %.1f s%s",
                 e.task_id,
@@ -80,6 +84,7 @@ def simulate(
 
         stats = stages.simulate(lake, run_id, domain, task_ids, params, settings, urls, on_episode)
         bar.update(progress, completed=total)
+        shown.finish()
     return stats
 
 
@@ -191,7 +196,7 @@ def default_run_id() -> str:
     return "nightly-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-@flow(name="maestro-nightly", log_prints=True)
+@flow(name="maestro-nightly")
 def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
     """The whole nightly run, on the embedded defaults unless configured otherwise."""
     started = time.perf_counter()
