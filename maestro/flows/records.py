@@ -140,6 +140,16 @@ def score_row(
             }
             for c in card.criteria.values()
         ],
+        "checks": [
+            {
+                "criterion": c.criterion.value,
+                "subject": i.subject,
+                "passed": i.passed,
+                "reason": i.reason,
+            }
+            for c in card.criteria.values()
+            for i in c.items
+        ],
     }
 
 

@@ -60,6 +60,17 @@ CRITERION = pa.struct(
     ]
 )
 
+#: One thing a criterion checked (an action, a piece of information, an assertion) and the
+#: verdict's reason: "no successful call with these arguments", or the judge's own words.
+CHECK = pa.struct(
+    [
+        pa.field("criterion", pa.string()),
+        pa.field("subject", pa.string()),
+        pa.field("passed", pa.bool_()),
+        pa.field("reason", pa.string()),
+    ]
+)
+
 TASK_REF = pa.struct([pa.field("domain_id", pa.string()), pa.field("task_id", pa.string())])
 
 
@@ -200,8 +211,10 @@ _DEFS = [
             pa.field("pending", pa.list_(pa.string())),
             pa.field("errors", pa.list_(pa.string())),
             pa.field("criteria", pa.list_(CRITERION)),
+            pa.field("checks", pa.list_(CHECK)),
         ],
-        "One score card per episode: each criterion's verdict and the product.",
+        "One score card per episode: each criterion's verdict and the product, and each"
+        " check's verdict and reason.",
     ),
     _table(
         "task_verdicts",
