@@ -15,6 +15,7 @@ from maestro.cli import (
     simulate,
     synthesize,
     train,
+    view,
 )
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ app.command("nightly")(nightly.nightly)
 app.command("stage")(nightly.stage)
 app.command("deploy")(nightly.deploy)
 app.command("ui")(prefect_api.ui)
+app.command("view")(view.view)
 # Each of these modules adds its own commands.
 synthesize.register(app)
 train.register(app)

@@ -151,6 +151,7 @@ def nightly(
                     for k in (
                         "run_id",
                         "html",
+                        "transcripts",
                         "funnel",
                         "pass_hat_k",
                         "terminations",
@@ -165,6 +166,10 @@ def nightly(
         )
     else:
         typer.echo(f"run {result['run_id']}: report {result['html']}")
+        if result["transcripts"]:
+            typer.echo(
+                f"  transcripts: {result['transcripts']} (or: maestro view {result['run_id']})"
+            )
         for row in result["pass_hat_k"]:
             typer.echo(
                 f"  {row['domain']} / {row['model']}: pass^1 {row.get('pass^1', 0):.3f} over {row['episodes']} episode(s)"

@@ -28,9 +28,9 @@ from maestro.storage import Lake, LakeSettings
 EpisodeHook = Callable[[EpisodeResult], None]
 
 
-@task(name="simulate and score", task_run_name="simulate {domain_path}", cache_policy=NONE)
+@task(name="simulate and score", task_run_name="simulate {domain_path.name}", cache_policy=NONE)
 def simulate_and_score(
-    domain_path: str,
+    domain_path: Path,
     task_ids: list[str] | None,
     trials: int,
     config: BatchConfig,
@@ -76,7 +76,7 @@ def simulate_flow(
 ) -> SimulationReport:
     """Simulate a domain's tasks ``trials`` times each, score the episodes, report pass^k."""
     return simulate_and_score(
-        domain_path, task_ids, trials, config or BatchConfig(), judge, ray_workers, on_episode
+        Path(domain_path), task_ids, trials, config or BatchConfig(), judge, ray_workers, on_episode
     )
 
 

@@ -135,11 +135,12 @@ def report(
     synthesis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     built = reports.build_report(lake, run_id, settings, task_set, synthesis)
-    out_dir = (Path(lake.root).parent if not lake.remote else RUN_DIR) / "reports"
-    html_path = reports.write_html(built, out_dir)
+    out_dir = reports.reports_dir(lake)
+    transcripts = reports.write_transcripts(lake, run_id, out_dir)
+    html_path = reports.write_html(built, out_dir, transcripts)
     key = "maestro-nightly-" + "".join(c if c.isalnum() else "-" for c in run_id.lower()).strip("-")
     create_markdown_artifact(
-        reports.to_markdown(built, html_path),
+        reports.to_markdown(built, html_path, transcripts),
         key=key[:100],
         description=f"maestro nightly {run_id}",
     )
@@ -149,7 +150,7 @@ def report(
         description="pass^k per domain and model",
     )
     create_table_artifact(built.funnel, key=(key + "-funnel")[:100], description="task funnel")
-    return {"html": str(html_path), **built.model_dump()}
+    return {"html": str(html_path), "transcripts": str(transcripts or ""), **built.model_dump()}
 
 
 def synthesize(

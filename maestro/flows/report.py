@@ -16,6 +16,7 @@ from maestro.agents.settings import ROLES, LLMSettings
 from maestro.scoring import gates
 from maestro.scoring.metrics import pass_hat_k
 from maestro.storage import Lake
+from maestro.view import ViewError, load_run, write_page
 
 
 class RunReport(BaseModel):
@@ -133,10 +134,12 @@ def _md_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(report: RunReport, html_path: Path | None) -> str:
+def to_markdown(report: RunReport, html_path: Path | None, transcripts: Path | None = None) -> str:
     parts = [f"# maestro nightly `{report.run_id}`\n"]
     if html_path is not None:
         parts.append(f"Full report with charts: `{html_path}`\n")
+    if transcripts is not None:
+        parts.append(f"Transcripts, scores and verdicts: `{transcripts}`\n")
     if report.synthesis is not None:
         parts += ["## Synthesis\n", _md_table([report.synthesis["funnel"]])]
         parts.append(_md_table(report.synthesis.get("results", [])))
@@ -181,7 +184,7 @@ def _bars(title: str, items: list[tuple[str, float]], unit: str = "", width: int
     return f'<h2>{html.escape(title)}</h2><svg width="{width}" height="{h}" font-family="sans-serif" font-size="13">{"".join(bars)}</svg>'
 
 
-def to_html(report: RunReport) -> str:
+def to_html(report: RunReport, transcripts: Path | None = None) -> str:
     charts = [
         _bars("Funnel (tasks)", [(f["stage"], f["tasks"]) for f in report.funnel]),
         _bars(
@@ -215,6 +218,12 @@ def to_html(report: RunReport) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>maestro nightly {html.escape(report.run_id)}</title>"
         f"<style>{style}</style></head><body><h1>maestro nightly <code>{html.escape(report.run_id)}</code></h1>"
+        + (
+            f"<p><a href='{html.escape(transcripts.name, quote=True)}'>Transcripts, scores and"
+            " task verdicts</a></p>"
+            if transcripts is not None
+            else ""
+        )
         + "".join(charts)
         + (
             "<h2>Synthesis</h2>"
@@ -231,8 +240,23 @@ def to_html(report: RunReport) -> str:
     )
 
 
-def write_html(report: RunReport, out_dir: Path) -> Path:
+def write_html(report: RunReport, out_dir: Path, transcripts: Path | None = None) -> Path:
+    """The report page in ``out_dir``, linking to the ``transcripts`` page beside it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = (out_dir / f"{report.run_id.replace('/', '_')}.html").resolve()
-    path.write_text(to_html(report), encoding="utf-8")
+    path.write_text(to_html(report, transcripts), encoding="utf-8")
     return path
+
+
+def reports_dir(lake: Lake) -> Path:
+    """Where a run's pages go: ``reports`` beside a local lake, ``runs/reports`` for a remote one."""
+    return (Path(lake.root).parent if not lake.remote else Path("runs")) / "reports"
+
+
+def write_transcripts(lake: Lake, run_id: str, out_dir: Path) -> Path | None:
+    """The run's transcript viewer page, beside its report; None when the run has nothing to
+    show (no episodes and no verdicts)."""
+    try:
+        return write_page(load_run(lake, run_id), out_dir)
+    except ViewError:
+        return None

@@ -1,0 +1,247 @@
+"""A run's transcripts as the viewer shows them: every task with its gate verdict and reasons,
+every episode with its messages, tool calls, tool results and statuses, and its score card
+with each criterion's verdict and each check's reason.
+
+Read from the lake; every row read goes through :func:`_rows`, so the viewer follows the
+tables' row models in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from maestro.scoring.gates import GATE_LABELS
+from maestro.storage import Lake
+
+Outcome = Literal["passed", "failed", "incomplete", "unscored"]
+
+
+class ViewError(Exception):
+    """Nothing to show: no such run, or an empty lake; the message says which."""
+
+
+class ToolCallView(BaseModel):
+    id: str = ""
+    name: str = ""
+    #: The arguments as the model wrote them (JSON text, pretty-printed when it parses).
+    arguments: str = ""
+
+
+class MessageView(BaseModel):
+    role: str
+    content: str | None = None
+    tool_calls: list[ToolCallView] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    #: A tool result's tool, and how the call went ("ok", "tool_error", "invalid_call", ...).
+    name: str | None = None
+    status: str | None = None
+    latency_s: float | None = None
+
+
+class CheckView(BaseModel):
+    """One thing a criterion checked, with the verdict and its reason."""
+
+    subject: str
+    passed: bool | None
+    reason: str = ""
+
+
+class CriterionView(BaseModel):
+    criterion: str
+    status: str
+    reward: float | None = None
+    details: str = ""
+    checks: list[CheckView] = Field(default_factory=list)
+
+
+class EpisodeView(BaseModel):
+    episode_id: str
+    domain_id: str
+    task_id: str
+    trial: int
+    assistant_model: str
+    user_model: str
+    termination: str
+    error: str | None = None
+    duration_s: float = 0.0
+    outcome: Outcome
+    reward: float | None = None
+    criteria: list[CriterionView] = Field(default_factory=list)
+    messages: list[MessageView] = Field(default_factory=list)
+
+
+class TaskView(BaseModel):
+    domain_id: str
+    task_id: str
+    reason_for_call: str = ""
+    #: None when the run has no verdict on the task (it was not filtered yet).
+    accepted: bool | None = None
+    rejected_at: str | None = None
+    #: The gate's label ("gold scores 1"), for people.
+    gate: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    trials: int = 0
+    successes: int = 0
+    pass_rate: float | None = None
+    difficulty_band: str | None = None
+    review_cause: str | None = None
+    duplicate_of: str | None = None
+
+
+class RunView(BaseModel):
+    run_id: str
+    tasks: list[TaskView]
+    episodes: list[EpisodeView]
+
+
+def latest_run(lake: Lake) -> str:
+    """The run that last wrote episodes."""
+    for commit in lake.history("episodes"):
+        if commit["run_id"]:
+            return str(commit["run_id"])
+    raise ViewError(f"the lake at {lake.root} has no episodes yet: run maestro nightly first")
+
+
+def load_run(lake: Lake, run_id: str) -> RunView:
+    """Everything the viewer shows of one run."""
+    episodes = _rows(lake, "episodes", run_id)
+    verdicts = _rows(lake, "task_verdicts", run_id)
+    if not episodes and not verdicts:
+        raise ViewError(
+            f"the lake at {lake.root} has no episodes or task verdicts of run {run_id!r}"
+        )
+    scores = {r["episode_id"]: r for r in _rows(lake, "scores", run_id)}
+    pairs = {(r["domain_id"], r["task_id"]) for r in [*episodes, *verdicts]}
+    reasons_for_call = {
+        (r["domain_id"], r["task_id"]): r.get("reason_for_call") or ""
+        for r in _rows(lake, "tasks", None, ["domain_id", "task_id", "reason_for_call"])
+        if (r["domain_id"], r["task_id"]) in pairs
+    }
+    views = sorted(
+        (_episode(r, scores.get(r["episode_id"])) for r in episodes),
+        key=lambda e: (e.domain_id, e.task_id, e.trial, e.assistant_model),
+    )
+    by_task = {(v["domain_id"], v["task_id"]): v for v in verdicts}
+    for e in views:
+        by_task.setdefault(
+            (e.domain_id, e.task_id), {"domain_id": e.domain_id, "task_id": e.task_id}
+        )
+    tasks = [
+        _task(row, reasons_for_call.get(key, ""), _count(views, key))
+        for key, row in sorted(by_task.items())
+    ]
+    return RunView(run_id=run_id, tasks=tasks, episodes=views)
+
+
+def _rows(
+    lake: Lake, table: str, run_id: str | None, columns: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """A table's rows written by ``run_id`` (every row when None), all columns or ``columns``:
+    the viewer's one read of the lake."""
+    frame = lake.read(table)
+    if run_id is not None:
+        frame = frame.filter(run_id=run_id)
+    if columns is not None:
+        frame = frame.select(columns)
+    return frame.collect().to_dicts()
+
+
+def _count(episodes: Iterable[EpisodeView], key: tuple[str, str]) -> tuple[int, int]:
+    mine = [e for e in episodes if (e.domain_id, e.task_id) == key]
+    return len(mine), sum(e.outcome == "passed" for e in mine)
+
+
+def _task(row: dict[str, Any], reason_for_call: str, counted: tuple[int, int]) -> TaskView:
+    accepted = row.get("accepted")
+    gate = row.get("rejected_at") if accepted is False else None
+    trials = row.get("trials")
+    return TaskView(
+        domain_id=row["domain_id"],
+        task_id=row["task_id"],
+        reason_for_call=reason_for_call,
+        accepted=accepted,
+        rejected_at=gate,
+        gate=GATE_LABELS.get(gate, gate) if gate else None,
+        reasons=list(row.get("reasons") or []),
+        # The verdict's own counts when filtered; else what the run's episodes say.
+        trials=counted[0] if trials is None else trials,
+        successes=counted[1] if trials is None else row.get("successes") or 0,
+        pass_rate=row.get("pass_rate"),
+        difficulty_band=row.get("difficulty_band"),
+        review_cause=row.get("review_cause"),
+        duplicate_of=row.get("duplicate_of"),
+    )
+
+
+def _episode(row: dict[str, Any], score: dict[str, Any] | None) -> EpisodeView:
+    return EpisodeView(
+        episode_id=row["episode_id"],
+        domain_id=row["domain_id"] or "",
+        task_id=row["task_id"] or "",
+        trial=row["trial"] or 0,
+        assistant_model=row["assistant_model"] or "",
+        user_model=row["user_model"] or "",
+        termination=row["termination"] or "",
+        error=row["error"],
+        duration_s=row["duration_s"] or 0.0,
+        outcome=_outcome(score),
+        reward=None if score is None else score["reward"],
+        criteria=_criteria(score),
+        messages=[_message(m) for m in row["messages"] or []],
+    )
+
+
+def _outcome(score: dict[str, Any] | None) -> Outcome:
+    if score is None:
+        return "unscored"
+    if (score["reward"] or 0.0) < 1.0:
+        return "failed"  # a judged criterion failed, whatever is still pending
+    return "passed" if score["complete"] else "incomplete"
+
+
+def _criteria(score: dict[str, Any] | None) -> list[CriterionView]:
+    if score is None:
+        return []
+    checks: dict[str, list[CheckView]] = {}
+    for c in score.get("checks") or []:  # absent in rows written before checks were kept
+        checks.setdefault(c["criterion"], []).append(
+            CheckView(subject=c["subject"] or "", passed=c["passed"], reason=c["reason"] or "")
+        )
+    return [
+        CriterionView(
+            criterion=c["criterion"],
+            status=c["status"],
+            reward=c["reward"],
+            details=c["details"] or "",
+            checks=checks.get(c["criterion"], []),
+        )
+        for c in score["criteria"] or []
+    ]
+
+
+def _message(m: dict[str, Any]) -> MessageView:
+    return MessageView(
+        role=m["role"] or "",
+        content=m.get("content"),
+        tool_calls=[
+            ToolCallView(id=c["id"] or "", name=c["name"] or "", arguments=_pretty(c["arguments"]))
+            for c in m.get("tool_calls") or []
+        ],
+        tool_call_id=m.get("tool_call_id"),
+        name=m.get("name"),
+        status=m.get("status"),
+        latency_s=m.get("latency_s"),
+    )
+
+
+def _pretty(arguments: str | None) -> str:
+    if not arguments:
+        return ""
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        return arguments  # what the model wrote, malformed or not
