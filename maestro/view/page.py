@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable
 from html import escape
@@ -127,11 +128,6 @@ def _tasks_table(tasks: list[TaskView]) -> str:
     for t in tasks:
         verdict = _verdict(t)
         reasons = "".join(f"<li>{_e(r)}</li>" for r in t.reasons)
-        extra = "".join(
-            f"<li>{_e(label)}: {_e(value)}</li>"
-            for label, value in (("review", t.review_cause), ("duplicate of", t.duplicate_of))
-            if value
-        )
         rows.append(
             f"<tr class='task' data-domain='{_e(t.domain_id)}' "
             f"data-task='{_e(_key(t.domain_id, t.task_id))}' data-verdict='{verdict}'>"
@@ -140,7 +136,7 @@ def _tasks_table(tasks: list[TaskView]) -> str:
             f"<div class='muted'>{_e(t.reason_for_call)}</div></td>"
             f"<td><span class='badge {verdict}'>{verdict}</span></td>"
             f"<td>{_e(t.gate or '')}</td><td>{t.successes} / {t.trials}</td>"
-            f"<td>{_e(t.difficulty_band or '')}</td><td><ul>{reasons}{extra}</ul></td></tr>"
+            f"<td>{_e(t.difficulty_band or '')}</td><td><ul>{reasons}</ul></td></tr>"
         )
     return f"<table class='tasks'>{head}{''.join(rows)}</table>"
 
@@ -191,21 +187,32 @@ def _card(criteria: list[CriterionView]) -> str:
 def _message(m: MessageView) -> str:
     calls = "".join(
         f"<div class='call'><span class='tag'>tool call</span> <code>{_e(c.name)}</code>"
-        f"<span class='muted'> {_e(c.id)}</span><pre>{_e(c.arguments)}</pre></div>"
+        f"<span class='muted'> {_e(c.id)}</span><pre>{_e(_pretty(c.arguments))}</pre></div>"
         for c in m.tool_calls
     )
     if m.role == "tool":
         status = m.status or "ok"
         who = (
-            f"tool result · <code>{_e(m.name)}</code> · "
+            f"<span class='role'>tool result</span> <code>{_e(m.name)}</code> "
             f"<span class='badge {'ok' if status == 'ok' else 'bad'}'>{_e(status)}</span>"
         )
-        text = f"<pre>{_e(m.content)}</pre>"
+        text = f"<pre class='result'>{_e(_pretty(m.content))}</pre>"
     else:
-        who = _e(m.role)
+        who = f"<span class='role'>{_e(m.role)}</span>"
         text = f"<div class='text'>{_e(m.content)}</div>" if m.content else ""
     latency = f"<span class='muted'> {m.latency_s:.2f} s</span>" if m.latency_s else ""
     return f"<li class='msg {_e(m.role)}'><div class='who'>{who}{latency}</div>{text}{calls}</li>"
+
+
+def _pretty(text: str | None) -> str:
+    """JSON text (a tool call's arguments, a tool's result) indented; other text as it is,
+    malformed arguments included."""
+    if not text:
+        return ""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        return text
 
 
 def _script_hash() -> str:
@@ -235,11 +242,13 @@ details.episode>summary{cursor:pointer;padding:.45em .7em}
 details.episode[open]>summary{background:#f4f6fa;border-bottom:1px solid #d9dde5}
 .body{padding:.5em 1em 1em}.details{white-space:pre-wrap}
 .checks{list-style:none;padding-left:0;margin-top:.3em}.check{margin:.15em 0}
-.check .mark{font-weight:700}.check.ok .mark{color:#17612a}.check.bad .mark{color:#8a1c1c}
+.check{padding:.1em .4em;border-radius:4px}.check .mark{font-weight:700}.check.ok .mark{color:#17612a}.check.bad .mark{color:#8a1c1c}
 .check .reason{display:block;margin-left:1.3em;color:#556;font-style:italic}
 ol.transcript{list-style:none;padding:0}
 .msg{margin:.45em 0;padding:.45em .7em;border-radius:6px;border:1px solid #e3e6ec;max-width:85%}
-.msg .who{font-size:.8em;text-transform:uppercase;letter-spacing:.03em;color:#556;margin-bottom:.2em}
+.msg .who{font-size:.85em;color:#556;margin-bottom:.2em}
+.role{text-transform:uppercase;letter-spacing:.03em;font-size:.92em}
+pre.result{max-height:22em;overflow:auto}
 .msg.user{background:#eef3fb}.msg.assistant{background:#f3f8ef;margin-left:auto}
 .msg.tool{background:#fafafa;font-size:.92em;margin-left:auto}.msg.system{background:#f7f3fb}
 .text{white-space:pre-wrap}pre{white-space:pre-wrap;margin:.2em 0;font-size:.9em}

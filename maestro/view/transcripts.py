@@ -8,7 +8,6 @@ tables' row models in one place.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -27,7 +26,7 @@ class ViewError(Exception):
 class ToolCallView(BaseModel):
     id: str = ""
     name: str = ""
-    #: The arguments as the model wrote them (JSON text, pretty-printed when it parses).
+    #: The arguments as the model wrote them (JSON text, or whatever it wrote instead).
     arguments: str = ""
 
 
@@ -228,7 +227,7 @@ def _message(m: dict[str, Any]) -> MessageView:
         role=m["role"] or "",
         content=m.get("content"),
         tool_calls=[
-            ToolCallView(id=c["id"] or "", name=c["name"] or "", arguments=_pretty(c["arguments"]))
+            ToolCallView(id=c["id"] or "", name=c["name"] or "", arguments=c["arguments"] or "")
             for c in m.get("tool_calls") or []
         ],
         tool_call_id=m.get("tool_call_id"),
@@ -236,12 +235,3 @@ def _message(m: dict[str, Any]) -> MessageView:
         status=m.get("status"),
         latency_s=m.get("latency_s"),
     )
-
-
-def _pretty(arguments: str | None) -> str:
-    if not arguments:
-        return ""
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except json.JSONDecodeError:
-        return arguments  # what the model wrote, malformed or not

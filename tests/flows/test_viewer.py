@@ -1,0 +1,205 @@
+"""The transcript viewer's page, built from rows the pipeline writes: tasks with their verdicts,
+episodes with every message and tool call, score cards with each check's reason; escaped; and
+``maestro view`` writing and serving it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from maestro.conversation import Message, ToolCall, Trajectory
+from maestro.domains import Domain
+from maestro.flows.records import domain_row, episode_row, score_row, task_row
+from maestro.scoring import Scorer
+from maestro.simulation.episode import EpisodeResult, Termination
+from maestro.simulation.scripted import gold_trajectory, null_trajectory
+from maestro.storage import Lake, LakeSettings
+from maestro.view import ViewError, latest_run, load_run, render, write_page
+from maestro.view.page import SCRIPT, _script_hash
+
+MAESTRO = str(Path(sys.executable).with_name("maestro"))
+RUN = "view-run"
+#: Model-written text that would run, or change the page, if it were markup.
+HOSTILE = (
+    "<script>document.body.dataset.pwned = 'script'</script>"
+    "<img src=x onerror=\"document.body.dataset.pwned = 'img'\">"
+    "</pre></details><b id='injected'>bold</b>"
+)
+
+
+def hostile_trajectory(domain: Domain) -> Trajectory:
+    return Trajectory(
+        domain_id=domain.id,
+        task_id="toy_status",
+        messages=[
+            Message(role="user", content=HOSTILE),
+            Message(
+                role="assistant",
+                tool_calls=[
+                    ToolCall(id="c1", name="get_order", arguments='{"order_id": "' + HOSTILE)
+                ],
+            ),
+            Message(
+                role="tool",
+                tool_call_id="c1",
+                name="get_order",
+                status="invalid_call",
+                content="malformed JSON arguments: " + HOSTILE,
+            ),
+            Message(role="assistant", content=HOSTILE),
+        ],
+        termination="user_stop",
+    )
+
+
+def fill(lake: Lake, domain: Domain) -> None:
+    """Three episodes of the toy domain (one passes, one fails, one is hostile), scored by the
+    real scorer, and the filter's verdicts: toy_cancel accepted, toy_status rejected."""
+    lake.write("domains", [domain_row(domain)], RUN)
+    lake.write("tasks", [task_row(domain, t) for t in domain.tasks], RUN)
+    scorer = Scorer(domain)
+    episodes, scores = [], []
+    cancel = domain.task("toy_cancel")
+    trajectories = [
+        gold_trajectory(domain, cancel),
+        null_trajectory(domain, cancel),
+        hostile_trajectory(domain),
+    ]
+    for trial, traj in enumerate(trajectories):
+        e = EpisodeResult(
+            domain_id=domain.id,
+            task_id=traj.task_id,
+            trial=trial,
+            seed=trial,
+            trajectory=traj,
+            termination=Termination.USER_STOP,
+            duration_s=0.5,
+        )
+        card = scorer.score(domain.task(traj.task_id), traj)
+        episodes.append(episode_row(RUN, e, domain.manifest.version, "model-a", "user-x"))
+        scores.append(score_row(RUN, e, card, "model-a"))
+    lake.write("episodes", episodes, RUN)
+    lake.write("scores", scores, RUN)
+    verdict = {"trials": 1, "successes": 0, "pass_rate": 0.0, "difficulty_band": "unsolved"}
+    lake.write(
+        "task_verdicts",
+        [
+            {"domain_id": "toy", "task_id": "toy_cancel", "accepted": True, "reasons": []},
+            {
+                "domain_id": "toy",
+                "task_id": "toy_status",
+                "accepted": False,
+                "rejected_at": "review",
+                "reasons": ["review: task_defect: the order " + HOSTILE],
+                "review_cause": "task_defect",
+                **verdict,
+            },
+        ],
+        RUN,
+    )
+
+
+@pytest.fixture
+def lake(tmp_path: Path, toy: Domain) -> Lake:
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    fill(lake, toy)
+    return lake
+
+
+def test_a_run_shows_its_verdicts_episodes_and_every_checks_reason(lake: Lake) -> None:
+    run = load_run(lake, RUN)
+    assert latest_run(lake) == RUN
+    verdicts = {t.task_id: t for t in run.tasks}
+    assert verdicts["toy_cancel"].accepted is True
+    rejected = verdicts["toy_status"]
+    assert rejected.accepted is False and rejected.gate == "not a task defect (review)"
+    assert rejected.reasons[0].startswith("review: task_defect: the order")
+    assert rejected.reason_for_call == "You want to know the status of order O2."
+    gold, null, hostile = run.episodes
+    assert (gold.outcome, null.outcome, hostile.outcome) == ("passed", "failed", "failed")
+    assert [m.role for m in gold.messages][:3] == ["user", "assistant", "tool"]
+    assert gold.messages[1].tool_calls[0].name == "cancel_order"
+    assert gold.messages[2].status == "ok"
+    action = next(c for c in null.criteria if c.criterion == "ACTION")
+    assert action.status == "fail"
+    assert [(k.passed, k.reason) for k in action.checks] == [
+        (False, "no successful call with these arguments")
+    ]
+    db = next(c for c in null.criteria if c.criterion == "DB")
+    assert "orders/O1.status" in db.details  # the diff says what differs
+    assert hostile.messages[2].status == "invalid_call"
+
+
+def test_model_written_markup_is_text_and_only_the_pages_script_may_run(lake: Lake) -> None:
+    page = render(load_run(lake, RUN))
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append(tag)
+            assert not any(name.startswith("on") for name, _ in attrs), (tag, attrs)
+
+        def handle_data(self, data: str) -> None:
+            self.text.append(data)
+
+    tags = Tags()
+    tags.feed(page)
+    assert tags.tags.count("script") == 1 and "img" not in tags.tags
+    assert "injected" not in re.findall(r"id='([^']*)'", page)
+    assert HOSTILE in "".join(tags.text)  # shown, as text, where it was written
+    csp = re.search(r"Content-Security-Policy' content=\"([^\"]*)\"", page)
+    assert csp is not None and f"script-src '{_script_hash()}'" in csp.group(1)
+    assert "default-src 'none'" in csp.group(1)
+    assert f"<script>{SCRIPT}</script>" in page
+    assert "http://" not in page and "https://" not in page  # nothing to fetch
+
+
+def test_an_unknown_run_is_named_in_the_error(lake: Lake, tmp_path: Path) -> None:
+    with pytest.raises(ViewError, match="no episodes or task verdicts of run 'nope'"):
+        load_run(lake, "nope")
+    with pytest.raises(ViewError, match="no episodes yet"):
+        latest_run(Lake(LakeSettings(root=str(tmp_path / "empty"))))
+    path = write_page(load_run(lake, RUN), tmp_path / "out")
+    assert path.name == f"{RUN}.transcripts.html" and path.read_text().startswith("<!doctype html>")
+
+
+def test_maestro_view_writes_the_page_and_serves_it(lake: Lake, tmp_path: Path) -> None:
+    env = {**os.environ, "MAESTRO_LAKE_ROOT": lake.root}
+    bad = subprocess.run(
+        [MAESTRO, "view", "nope", "--no-serve"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "no episodes or task verdicts of run 'nope'" in bad.stderr
+    proc = subprocess.Popen(
+        [MAESTRO, "view", "--out", str(tmp_path / "pages")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the page, for the latest run
+        assert f"3 episodes, 2 tasks of run {RUN}" in first
+        url = re.search(r"serving at (\S+)", proc.stdout.readline())
+        assert url is not None
+        with urllib.request.urlopen(url.group(1), timeout=10) as resp:
+            body = resp.read().decode()
+        assert body == (tmp_path / "pages" / f"{RUN}.transcripts.html").read_text()
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(url.group(1) + "etc/passwd", timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    time.sleep(0)  # the server is gone with its process
