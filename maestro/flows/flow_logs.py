@@ -17,8 +17,9 @@ import re
 #: Loggers whose records reach the flow run's log besides Prefect's run loggers.
 EXTRA_LOGGERS = ("maestro", "py.warnings")
 
-# tqdm bars ("  40%|████      | 2/5 [00:01<00:02, 1.9it/s]") and their carriage-return redraws.
-_PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\[\d\d:\d\d<|\r")
+# tqdm bars ("  40%|████      | 2/5 [00:01<00:02, 1.9it/s]", "4 examples [00:00, 285 examples/s]")
+# and their carriage-return redraws.
+_PROGRESS = re.compile(r"\d+%\||\[\d+:\d\d(?::\d\d)?[,<]|\r")
 # The source line Python prints under a warning ("  warnings.warn(...)").
 _WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ")
 
@@ -30,6 +31,10 @@ def configure_flow_logging() -> None:
     # Those loggers also fire outside any run (at start-up, in helpers): not an error there.
     os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
     logging.captureWarnings(True)
+    # maestro's own INFO lines are worth keeping; the root logger's WARNING would drop them.
+    maestro = logging.getLogger("maestro")
+    if maestro.level == logging.NOTSET:
+        maestro.setLevel(os.environ.get("PREFECT_LOGGING_LEVEL", "INFO"))
 
 
 def job_log_lines(text: str, limit: int = 20) -> list[str]:
