@@ -14,9 +14,10 @@ run's log with SQLAlchemy errors from Prefect's own services. A server lives whi
 uses it: each command holds a shared lock on ``<home>/users.lock`` (the kernel drops it when the
 command ends, SIGKILL included), and the process that runs the server (``python -m
 maestro.flows.prefect_home HOME``, detached from the command that started it) stops it once no
-command has held that lock for ``linger_s``. ``maestro ui`` is one more user that holds on until
-interrupted. ``<home>/start.lock`` serialises finding, starting and stopping a server, so a
-command never joins a server that is stopping, and two commands never start two.
+command has held that lock for ``linger_s`` (30 s by default, so back-to-back commands share
+one server). ``maestro ui`` is one more user that holds on until interrupted.
+``<home>/start.lock`` serialises finding, starting and stopping a server, so a command never
+joins a server that is stopping, and two commands never start two.
 
 This module imports no Prefect: the environment must be set before Prefect is imported.
 """
@@ -38,6 +39,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maestro.flows.prefect_server import LocalPrefectServer, free_port
 
@@ -109,22 +113,34 @@ def running_server(home: Path) -> ServerAddress | None:
     return address
 
 
+class PrefectHomeSettings(BaseSettings):
+    """How a server started for the project behaves (``MAESTRO_PREFECT_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MAESTRO_PREFECT_", extra="ignore")
+
+    #: How long a server stays up after its last command ends, for the next one to find.
+    linger_s: float = Field(30.0, ge=0)
+    #: How long a server may take to answer (a busy 2-core machine needs over 20 s at times).
+    startup_timeout_s: float = Field(120.0, gt=0)
+
+
 @contextlib.contextmanager
 def use_prefect_api(
     home: Path | None = None,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    linger_s: float = 5.0,
-    startup_timeout_s: float = 120.0,
+    settings: PrefectHomeSettings | None = None,
 ) -> Iterator[PrefectAPI]:
     """Point this process's Prefect at the project's API (see the module's docstring) for the
     length of the block, setting ``PREFECT_API_URL`` and ``PREFECT_UI_URL``.
 
     Returns at once; call :meth:`PrefectAPI.wait_ready` before the first flow, so a server's
-    start overlaps the caller's own start-up work. ``port`` and ``linger_s`` apply only to a
-    server started here. Enter before Prefect is imported.
+    start overlaps the caller's own start-up work. ``host``, ``port`` and ``settings`` apply
+    only to a server started here. Enter before Prefect is imported.
     """
+    settings = settings or PrefectHomeSettings()
+    linger_s, startup_timeout_s = settings.linger_s, settings.startup_timeout_s
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
         yield PrefectAPI(configured, None, "configured", project_home())
@@ -342,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("home", type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--linger-s", type=float, default=5.0)
+    parser.add_argument("--linger-s", type=float, default=PrefectHomeSettings().linger_s)
     parser.add_argument("--startup-timeout-s", type=float, default=120.0)
     args = parser.parse_args(argv)
     return supervise(args.home, args.host, args.port, args.linger_s, args.startup_timeout_s)

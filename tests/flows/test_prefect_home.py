@@ -47,6 +47,7 @@ def env_for(tmp: Path, oracle: ScriptedServer) -> dict[str, str]:
         "PREFECT_HOME": str(tmp / "prefect"),
         "MAESTRO_LAKE_ROOT": str(tmp / "lake"),
         "MAESTRO_RAY_WORKERS": "0",
+        "MAESTRO_PREFECT_LINGER_S": "2",  # the tests see the server stop soon after
     }
     env.pop("PREFECT_API_URL", None)
     for role in ("ASSISTANT", "USER", "JUDGE", "CODEGEN"):
@@ -73,7 +74,7 @@ def flow_runs(api_url: str) -> dict[str, str]:
 
 
 def wait_gone(home: Path, pid: int, timeout_s: float = 60.0) -> None:
-    """The home's server stops and its process ends (it lingers 5 s after its last command)."""
+    """The home's server stops and its process ends (it lingers 2 s after its last command)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -198,6 +199,10 @@ def test_a_killed_command_leaves_no_server_behind(tmp_path: Path) -> None:
         ],
         stdout=subprocess.PIPE,
         text=True,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"},
+            "MAESTRO_PREFECT_LINGER_S": "2",
+        },
     )
     try:
         assert holder.stdout is not None
