@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from html import escape
 from pathlib import Path
 
+from maestro.scoring.card import CriterionScore
 from maestro.view.transcripts import (
-    CriterionView,
     EpisodeView,
     MessageView,
     RunView,
@@ -163,7 +163,7 @@ def _episode(i: int, e: EpisodeView, verdict: str, reason_of: dict[str, str]) ->
     )
 
 
-def _card(criteria: list[CriterionView]) -> str:
+def _card(criteria: list[CriterionScore]) -> str:
     if not criteria:
         return "<p class='muted'>not scored</p>"
     rows = []
@@ -172,11 +172,11 @@ def _card(criteria: list[CriterionView]) -> str:
             f"<li class='check {'ok' if k.passed else 'bad' if k.passed is False else 'open'}'>"
             f"<span class='mark'>{'✓' if k.passed else '✗' if k.passed is False else '?'}</span> "
             f"{_e(k.subject)}<span class='reason'>{_e(k.reason)}</span></li>"
-            for k in c.checks
+            for k in c.items
         )
         reward = "" if c.reward is None else f"{c.reward:g}"
         rows.append(
-            f"<tr class='criterion'><td>{_e(c.criterion)}</td>"
+            f"<tr class='criterion'><td>{_e(c.criterion.value)}</td>"
             f"<td><span class='badge {_e(c.status)}'>{_e(c.status)}</span></td><td>{reward}</td>"
             f"<td><div class='details'>{_e(c.details)}</div><ul class='checks'>{checks}</ul></td></tr>"
         )

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from maestro.domains.models import RewardType
+from maestro.scoring.card import CheckItem, CriterionScore
 from maestro.scoring.gates import GATE_LABELS
 from maestro.storage import Lake
 
@@ -41,22 +43,6 @@ class MessageView(BaseModel):
     latency_s: float | None = None
 
 
-class CheckView(BaseModel):
-    """One thing a criterion checked, with the verdict and its reason."""
-
-    subject: str
-    passed: bool | None
-    reason: str = ""
-
-
-class CriterionView(BaseModel):
-    criterion: str
-    status: str
-    reward: float | None = None
-    details: str = ""
-    checks: list[CheckView] = Field(default_factory=list)
-
-
 class EpisodeView(BaseModel):
     episode_id: str
     domain_id: str
@@ -69,7 +55,8 @@ class EpisodeView(BaseModel):
     duration_s: float = 0.0
     outcome: Outcome
     reward: float | None = None
-    criteria: list[CriterionView] = Field(default_factory=list)
+    #: The score card's criteria, each with what it checked and why it passed or failed.
+    criteria: list[CriterionScore] = Field(default_factory=list)
     messages: list[MessageView] = Field(default_factory=list)
 
 
@@ -202,21 +189,21 @@ def _outcome(score: dict[str, Any] | None) -> Outcome:
     return "passed" if score["complete"] else "incomplete"
 
 
-def _criteria(score: dict[str, Any] | None) -> list[CriterionView]:
+def _criteria(score: dict[str, Any] | None) -> list[CriterionScore]:
     if score is None:
         return []
-    checks: dict[str, list[CheckView]] = {}
+    items: dict[str, list[CheckItem]] = {}
     for c in score.get("checks") or []:  # absent in rows written before checks were kept
-        checks.setdefault(c["criterion"], []).append(
-            CheckView(subject=c["subject"] or "", passed=c["passed"], reason=c["reason"] or "")
+        items.setdefault(c["criterion"], []).append(
+            CheckItem(subject=c["subject"] or "", passed=c["passed"], reason=c["reason"] or "")
         )
     return [
-        CriterionView(
-            criterion=c["criterion"],
+        CriterionScore(
+            criterion=RewardType(c["criterion"]),
             status=c["status"],
             reward=c["reward"],
             details=c["details"] or "",
-            checks=checks.get(c["criterion"], []),
+            items=items.get(c["criterion"], []),
         )
         for c in score["criteria"] or []
     ]

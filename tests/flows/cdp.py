@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 FLAGS = [
     "--headless",
@@ -34,7 +35,7 @@ FLAGS = [
 class Page:
     """One browser tab."""
 
-    def __init__(self, ws: ClientConnection) -> None:
+    def __init__(self, ws: Connection) -> None:
         self.ws = ws
         self._id = 0
         self.events: list[dict[str, Any]] = []

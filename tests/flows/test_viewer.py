@@ -17,16 +17,17 @@ import pytest
 
 from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains import Domain
-from maestro.flows.records import domain_row, episode_row, score_row, task_row
+from maestro.domains.models import RewardType
+from maestro.flows.records import episode_row, score_row
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
-from maestro.simulation.scripted import gold_trajectory, null_trajectory
 from maestro.storage import Lake, LakeSettings
 from maestro.view import ViewError, latest_run, load_run, render, write_page
 from maestro.view.page import SCRIPT, _script_hash
 
+from ..training.conftest import RUN, fill_lake
+
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
-RUN = "view-run"
 #: Model-written text that would run, or change the page, if it were markup.
 HOSTILE = (
     "<script>document.body.dataset.pwned = 'script'</script>"
@@ -61,33 +62,23 @@ def hostile_trajectory(domain: Domain) -> Trajectory:
 
 
 def fill(lake: Lake, domain: Domain) -> None:
-    """Three episodes of the toy domain (one passes, one fails, one is hostile), scored by the
-    real scorer, and the filter's verdicts: toy_cancel accepted, toy_status rejected."""
-    lake.write("domains", [domain_row(domain)], RUN)
-    lake.write("tasks", [task_row(domain, t) for t in domain.tasks], RUN)
-    scorer = Scorer(domain)
-    episodes, scores = [], []
-    cancel = domain.task("toy_cancel")
-    trajectories = [
-        gold_trajectory(domain, cancel),
-        null_trajectory(domain, cancel),
-        hostile_trajectory(domain),
-    ]
-    for trial, traj in enumerate(trajectories):
-        e = EpisodeResult(
-            domain_id=domain.id,
-            task_id=traj.task_id,
-            trial=trial,
-            seed=trial,
-            trajectory=traj,
-            termination=Termination.USER_STOP,
-            duration_s=0.5,
-        )
-        card = scorer.score(domain.task(traj.task_id), traj)
-        episodes.append(episode_row(RUN, e, domain.manifest.version, "model-a", "user-x"))
-        scores.append(score_row(RUN, e, card, "model-a"))
-    lake.write("episodes", episodes, RUN)
-    lake.write("scores", scores, RUN)
+    """The toy domain's toy_cancel played gold (passes) and doing nothing (fails), scored by the
+    real scorer; a hostile episode of toy_status; the filter's verdicts: toy_cancel accepted,
+    toy_status rejected."""
+    fill_lake(lake, domain, ["toy_cancel"])
+    hostile = hostile_trajectory(domain)
+    e = EpisodeResult(
+        domain_id=domain.id,
+        task_id=hostile.task_id,
+        trial=0,
+        seed=0,
+        trajectory=hostile,
+        termination=Termination.USER_STOP,
+        duration_s=0.5,
+    )
+    card = Scorer(domain).score(domain.task("toy_status"), hostile)
+    lake.write("episodes", [episode_row(RUN, e, domain.manifest.version, "scripted", "u")], RUN)
+    lake.write("scores", [score_row(RUN, e, card, "scripted")], RUN)
     verdict = {"trials": 1, "successes": 0, "pass_rate": 0.0, "difficulty_band": "unsolved"}
     lake.write(
         "task_verdicts",
@@ -123,17 +114,18 @@ def test_a_run_shows_its_verdicts_episodes_and_every_checks_reason(lake: Lake) -
     assert rejected.accepted is False and rejected.gate == "not a task defect (review)"
     assert rejected.reasons[0].startswith("review: task_defect: the order")
     assert rejected.reason_for_call == "You want to know the status of order O2."
-    gold, null, hostile = run.episodes
+    gold, null = (e for e in run.episodes if e.task_id == "toy_cancel")
+    [hostile] = (e for e in run.episodes if e.task_id == "toy_status")
     assert (gold.outcome, null.outcome, hostile.outcome) == ("passed", "failed", "failed")
     assert [m.role for m in gold.messages][:3] == ["user", "assistant", "tool"]
     assert gold.messages[1].tool_calls[0].name == "cancel_order"
     assert gold.messages[2].status == "ok"
-    action = next(c for c in null.criteria if c.criterion == "ACTION")
+    action = next(c for c in null.criteria if c.criterion == RewardType.ACTION)
     assert action.status == "fail"
-    assert [(k.passed, k.reason) for k in action.checks] == [
+    assert [(k.passed, k.reason) for k in action.items] == [
         (False, "no successful call with these arguments")
     ]
-    db = next(c for c in null.criteria if c.criterion == "DB")
+    db = next(c for c in null.criteria if c.criterion == RewardType.DB)
     assert "orders/O1.status" in db.details  # the diff says what differs
     assert hostile.messages[2].status == "invalid_call"
 

@@ -28,6 +28,7 @@ from maestro.storage import Lake, LakeSettings
 from maestro.view import load_run, write_page
 
 from ..conftest import FIXTURES
+from ..training.conftest import RUN
 from .cdp import Page, chromium
 from .test_viewer import HOSTILE, fill
 
@@ -192,7 +193,7 @@ def test_model_written_markup_shows_as_text_in_chromium(
 ) -> None:
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     fill(lake, toy)
-    path = write_page(load_run(lake, "view-run"), tmp_path)
+    path = write_page(load_run(lake, RUN), tmp_path)
     page.open(path.as_uri() + "#task=toy%2Ftoy_status")
     assert visible(page, "details.episode", "task") == ["toy/toy_status"]
     page.click("details.episode:not([hidden]) > summary")
