@@ -16,14 +16,11 @@ from collections import Counter
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
+from typing import Any
 
+from maestro.conversation import Message
 from maestro.scoring.card import CriterionScore
-from maestro.view.transcripts import (
-    EpisodeView,
-    MessageView,
-    RunView,
-    TaskView,
-)
+from maestro.view.transcripts import EpisodeView, RunView, TaskView
 
 
 def _e(value: object) -> str:
@@ -184,10 +181,10 @@ def _card(criteria: list[CriterionScore]) -> str:
     return f"<table class='card'>{head}{''.join(rows)}</table>"
 
 
-def _message(m: MessageView) -> str:
+def _message(m: Message) -> str:
     calls = "".join(
         f"<div class='call'><span class='tag'>tool call</span> <code>{_e(c.name)}</code>"
-        f"<span class='muted'> {_e(c.id)}</span><pre>{_e(_pretty(c.arguments))}</pre></div>"
+        f"<span class='muted'> {_e(c.id)}</span><pre>{_e(_pretty(_text(c.arguments)))}</pre></div>"
         for c in m.tool_calls
     )
     if m.role == "tool":
@@ -202,6 +199,10 @@ def _message(m: MessageView) -> str:
         text = f"<div class='text'>{_e(m.content)}</div>" if m.content else ""
     latency = f"<span class='muted'> {m.latency_s:.2f} s</span>" if m.latency_s else ""
     return f"<li class='msg {_e(m.role)}'><div class='who'>{who}{latency}</div>{text}{calls}</li>"
+
+
+def _text(arguments: dict[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _pretty(text: str | None) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from maestro.conversation import Message, ToolCall
 from maestro.domains.models import RewardType
 from maestro.scoring.card import CheckItem, CriterionScore
 from maestro.scoring.gates import GATE_LABELS
@@ -23,24 +24,6 @@ Outcome = Literal["passed", "failed", "incomplete", "unscored"]
 
 class ViewError(Exception):
     """Nothing to show: no such run, or an empty lake; the message says which."""
-
-
-class ToolCallView(BaseModel):
-    id: str = ""
-    name: str = ""
-    #: The arguments as the model wrote them (JSON text, or whatever it wrote instead).
-    arguments: str = ""
-
-
-class MessageView(BaseModel):
-    role: str
-    content: str | None = None
-    tool_calls: list[ToolCallView] = Field(default_factory=list)
-    tool_call_id: str | None = None
-    #: A tool result's tool, and how the call went ("ok", "tool_error", "invalid_call", ...).
-    name: str | None = None
-    status: str | None = None
-    latency_s: float | None = None
 
 
 class EpisodeView(BaseModel):
@@ -57,7 +40,8 @@ class EpisodeView(BaseModel):
     reward: float | None = None
     #: The score card's criteria, each with what it checked and why it passed or failed.
     criteria: list[CriterionScore] = Field(default_factory=list)
-    messages: list[MessageView] = Field(default_factory=list)
+    #: Every message; a tool call's ``arguments`` is the text the model wrote.
+    messages: list[Message] = Field(default_factory=list)
 
 
 class TaskView(BaseModel):
@@ -209,12 +193,12 @@ def _criteria(score: dict[str, Any] | None) -> list[CriterionScore]:
     ]
 
 
-def _message(m: dict[str, Any]) -> MessageView:
-    return MessageView(
-        role=m["role"] or "",
+def _message(m: dict[str, Any]) -> Message:
+    return Message(
+        role=m["role"],
         content=m.get("content"),
         tool_calls=[
-            ToolCallView(id=c["id"] or "", name=c["name"] or "", arguments=c["arguments"] or "")
+            ToolCall(id=c["id"] or "", name=c["name"] or "", arguments=c["arguments"] or "")
             for c in m.get("tool_calls") or []
         ],
         tool_call_id=m.get("tool_call_id"),
