@@ -31,7 +31,9 @@ def prefect_env() -> None:
 
 
 @contextmanager
-def flows_api(port: int = 0, announce: bool = True) -> Iterator[Callable[[], None]]:
+def flows_api(
+    host: str = "127.0.0.1", port: int = 0, announce: bool = True
+) -> Iterator[Callable[[], None]]:
     """The Prefect API for this command's flows: ``PREFECT_API_URL``, else the project's
     server, else one started now (it stops once no command uses it).
 
@@ -42,7 +44,7 @@ def flows_api(port: int = 0, announce: bool = True) -> Iterator[Callable[[], Non
     prefect_env()
     with ExitStack() as stack:
         try:
-            api = stack.enter_context(use_prefect_api(port=port))
+            api = stack.enter_context(use_prefect_api(host=host, port=port))
         except PrefectHomeError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -80,7 +82,7 @@ def ui(
             err=True,
         )
     running = running_server(project_home())
-    with flows_api(port=port, announce=False) as ready:
+    with flows_api(host, port, announce=False) as ready:
         ready()
         url = os.environ["PREFECT_UI_URL"]
         if running is not None:
