@@ -124,7 +124,7 @@ def test_two_commands_and_maestro_ui_at_once_share_one_server_without_database_e
         server = running_server(home)
         assert server is not None and server.api_url == f"http://127.0.0.1:{port}/api"
         commands = {
-            "nightly": ["nightly", "--run-id", "both", "--domain", "hotel", "--no-judge"],
+            "nightly": ["nightly", "--run-id", "both", "--domain", "hotel", "--synthesize", "0"],
             "simulate": ["simulate", "--domain", "hotel", "--tasks", "hotel_001", "--trials", "2"],
         }
         procs = {

@@ -73,6 +73,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
             env[f"MAESTRO_{role}__MODEL"] = model
         args = ["--run-id", "demo", "--domain", "hotel", "--domain", str(shop), "--trials", "2"]
+        args += ["--synthesize", "0"]
         proc = subprocess.run(
             [MAESTRO, "nightly", *args, *(a for t in TASKS for a in ("--task", t)), "--json"],
             env=env,
