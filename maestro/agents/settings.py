@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Role = Literal["assistant", "user", "judge", "codegen"]
@@ -73,6 +73,21 @@ class EmbeddedModelSettings(BaseModel):
     startup_timeout_s: float = 180.0
 
 
+#: Role defaults that differ from :class:`RoleSettings`'s. They hold however a role is configured:
+#: setting one variable (``MAESTRO_CODEGEN__BASE_URL``) must not reset the others to the plain
+#: defaults (a remote codegen endpoint once got 1,024 tokens, less than a blueprint needs).
+#: The embedded model caps its roles apart (``EmbeddedModelSettings``).
+ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "judge": {"max_tokens": 2048},
+    # A blueprint or seed-data answer of a rich domain runs to 4-5k tokens.
+    "codegen": {"temperature": 0.2, "max_tokens": 8192},
+}
+
+
+def _role(role: str) -> RoleSettings:
+    return RoleSettings(**ROLE_DEFAULTS.get(role, {}))
+
+
 class LLMSettings(BaseSettings):
     """All roles' settings; read from the environment (prefix ``MAESTRO_``, nested with ``__``)."""
 
@@ -80,15 +95,23 @@ class LLMSettings(BaseSettings):
         env_prefix="MAESTRO_", env_nested_delimiter="__", extra="ignore"
     )
 
-    assistant: RoleSettings = Field(default_factory=RoleSettings)
-    user: RoleSettings = Field(default_factory=lambda: RoleSettings(temperature=0.0))
-    judge: RoleSettings = Field(
-        default_factory=lambda: RoleSettings(temperature=0.0, max_tokens=2048)
-    )
-    codegen: RoleSettings = Field(
-        default_factory=lambda: RoleSettings(temperature=0.2, max_tokens=4096)
-    )
+    assistant: RoleSettings = Field(default_factory=lambda: _role("assistant"))
+    user: RoleSettings = Field(default_factory=lambda: _role("user"))
+    judge: RoleSettings = Field(default_factory=lambda: _role("judge"))
+    codegen: RoleSettings = Field(default_factory=lambda: _role("codegen"))
     embedded: EmbeddedModelSettings = Field(default_factory=EmbeddedModelSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_role_defaults(cls, data: Any) -> Any:
+        """A role given in part (some environment variables) keeps its role's defaults."""
+        if isinstance(data, dict):
+            data = dict(data)
+            for role, defaults in ROLE_DEFAULTS.items():
+                given = data.get(role)
+                if isinstance(given, dict):
+                    data[role] = {**defaults, **given}
+        return data
 
     def role(self, role: Role) -> RoleSettings:
         return getattr(self, role)

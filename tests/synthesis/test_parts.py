@@ -24,6 +24,7 @@ from maestro.agents.codegen.conditions import condition_text, holds
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.render import models_source
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
+from maestro.agents.settings import load_llm_settings
 from maestro.domains.sandbox import check_models_source, check_tools_source
 from maestro.flows.synthesis import SynthesisParams, select_briefs, synthesis_id
 from tests.synthesis import scripted_team as team
@@ -360,3 +361,20 @@ def test_briefs_rotate_by_night_and_ids_are_stable() -> None:
     assert by_date == select_briefs(params, today=date(2026, 11, 29))
     brief = params.briefs[0]
     assert synthesis_id("n1", brief) == synthesis_id("n1", brief) != synthesis_id("n2", brief)
+
+
+def test_a_codegen_endpoint_set_by_one_variable_keeps_the_codegen_token_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Setting MAESTRO_CODEGEN__BASE_URL once reset max_tokens to 1,024: a blueprint of a rich
+    domain (4-5k tokens) could not fit."""
+    monkeypatch.setenv("MAESTRO_CODEGEN__BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("MAESTRO_JUDGE__MODEL", "judge")
+    settings = load_llm_settings()
+    assert settings.codegen.base_url == "http://127.0.0.1:9/v1"
+    assert (settings.codegen.max_tokens, settings.codegen.temperature) == (8192, 0.2)
+    assert settings.judge.max_tokens == 2048
+    monkeypatch.setenv("MAESTRO_CODEGEN__MAX_TOKENS", "3000")
+    assert load_llm_settings().codegen.max_tokens == 3000
+    # The embedded model keeps its own, smaller cap for the roles it serves.
+    assert settings.embedded.codegen_max_tokens < settings.codegen.max_tokens
