@@ -1,4 +1,4 @@
-"""The tool dependency graph (ASTRA) and state-grounded walks over it (PROVE). No LLM here.
+"""The tool dependency graph (ASTRA), and arguments filled from live state for one person. No LLM.
 
 Tools return untyped JSON (``dict``/``list``), so what a tool *produces* is learnt by probing: the
 tool is called on a few existing entities and every string in its answer that is a key of a table
@@ -6,12 +6,14 @@ marks the tool as producing that table. What a tool *consumes* comes from its si
 parameter takes a table's keys when it carries ``Ref``, is named like the table's key field (also
 as a suffix, ``new_room_type_id``, or a plural, ``skus``) or like a ``Ref`` field of some record;
 a parameter named like an ordinary record field (``email``, ``check_in``) takes that field's values.
-An edge ``a -> b`` says a's answers show keys that b takes.
+A :class:`WalkGuide` says what a signature cannot (a synthesized domain's blueprint knows that a
+bill dispute's ``reason`` is a bill's ``dispute_reason``, not a SIM order's ``reason``). An edge
+``a -> b`` says a's answers show keys that b takes.
 
-A walk starts from an entity that exists, fills every argument from the records related to it,
-and ends in one or two writes, preceded by reads whose answers show the values the next call
-needs. It is executed on a fresh session; only walks whose every call succeeds and whose writes
-change the state are kept. The same seed gives the same walks.
+Arguments are filled inside a :class:`Scope`: the records one conversation is about, and the one
+person they belong to. A record belongs to the people its references lead to (a refund to its
+booking's passenger); records of nobody (a plan, a sailing) are shared. A scope never admits a
+record of another person: a task is one customer's, by construction (walks in ``walks.py``).
 """
 
 from __future__ import annotations
@@ -20,18 +22,45 @@ import json
 import random
 import types
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from maestro.domains.package import Domain, replay_calls
+from maestro.domains.package import Domain
 from maestro.domains.runtime import ToolSpec
 from maestro.domains.sdk import Ref, TextFormat, ToolKind
 from maestro.domains.store import Session
 
 #: Free-text values for parameters nothing in the database grounds (a reason, a note).
 FREE_TEXT = ("change of plans", "no longer needed", "requested by the customer")
+#: References followed to find a record's owner (a claim -> its item -> order -> customer).
+OWNER_HOPS = 3
+
+#: ``tool -> parameter -> (table, field)``.
+Columns = Mapping[str, Mapping[str, tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class WalkGuide:
+    """What a domain's author knows that tool signatures do not say (a synthesized domain's
+    blueprint). Every field is optional; an empty guide infers everything from the domain."""
+
+    #: Where each parameter's values come from, for the tools named: a parameter listed takes
+    #: that field's values; one not listed takes no field's (it is free, a choice or a date).
+    columns: Columns = field(default_factory=dict)
+    #: The read that finds the customer by what they know (email and date of birth): every walk
+    #: about a person starts with it, called with that person's own values (the policy's
+    #: identity check); a walk about nobody is not made.
+    identify: str | None = None
+    #: Tables whose records are people and own other records; None: tables with contact fields.
+    people: frozenset[str] | None = None
+    #: Whether the agent must refuse this call on this state (an agent rule applies): an
+    #: ordinary walk never makes it, and refusal walks aim at it.
+    forbids: Callable[[str, dict[str, Any], Session], bool] | None = None
+    #: Whether a call would change nothing that matters (a plan changed to the plan the customer
+    #: is on): a walk never makes it.
+    pointless: Callable[[str, dict[str, Any], Session], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +113,8 @@ class ToolGraph:
 
     nodes: dict[str, ToolNode]
     edges: list[Edge]
+    #: Tables whose records are people (they own the records that refer to them).
+    people: frozenset[str] = frozenset()
 
     def predecessors(self, name: str) -> list[Edge]:
         return [e for e in self.edges if e.target == name]
@@ -108,66 +139,31 @@ class ToolGraph:
         }
 
 
-@dataclass(frozen=True)
-class WalkStep:
-    """One executed call of a walk."""
-
-    name: str
-    kind: ToolKind
-    arguments: dict[str, Any]
-    #: Arguments a correct call must repeat exactly (everything but free text).
-    grounded: tuple[str, ...]
-    content: str
-
-
-@dataclass
-class Walk:
-    """Calls that all succeed on a fresh session, ending in at least one state-changing write."""
-
-    steps: list[WalkStep]
-    #: Every (table, key) an argument refers to; all exist when the walk starts.
-    entities: list[tuple[str, str]]
-    #: Argument values the customer must give: those no earlier answer in the walk shows.
-    user_values: dict[str, Any]
-    expected_state_hash: str
-    changes: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def writes(self) -> list[WalkStep]:
-        return [s for s in self.steps if s.kind == "write"]
-
-    @property
-    def reads(self) -> list[WalkStep]:
-        return [s for s in self.steps if s.kind == "read"]
-
-    def signature(self) -> str:
-        """The writes with their grounded arguments: two walks with one signature are one task."""
-        return json.dumps(
-            [[s.name, {k: s.arguments[k] for k in s.grounded}] for s in self.writes],
-            sort_keys=True,
-            default=str,
-        )
-
-
 # ----- the graph ---------------------------------------------------------------------------------
 
 
-def build_tool_graph(domain: Domain, *, probes: int = 3, seed: int = 0) -> ToolGraph:
+def build_tool_graph(
+    domain: Domain, *, probes: int = 3, seed: int = 0, guide: WalkGuide | None = None
+) -> ToolGraph:
     """The domain's tool graph; what each tool produces is probed on ``probes`` entities."""
+    guide = guide or WalkGuide()
     rng = random.Random(seed)
     session = domain.start_session()
-    bare = {name: _params(domain, spec) for name, spec in sorted(domain.toolkit.specs.items())}
+    bare = {
+        name: _params(domain, spec, guide.columns.get(name))
+        for name, spec in sorted(domain.toolkit.specs.items())
+    }
     nodes: dict[str, ToolNode] = {}
     for name, params in bare.items():
         spec = domain.toolkit.specs[name]
         produced: set[str] = set()
         for _ in range(probes):
-            args = _probe_arguments(domain, session, params, rng)
+            args = _probe_arguments(domain, session, params, rng, guide)
             if args is None:
                 continue
             out = domain.toolkit.call(session.fork(), name, args)
             if out.ok:
-                produced |= {t for t, _ in _keys_in(domain, session, out.content)}
+                produced |= {t for t, _ in keys_in(domain, session, out.content)}
         nodes[name] = ToolNode(name, spec.kind, params, frozenset(produced))
     edges = [
         Edge(a.name, b.name, t)
@@ -176,21 +172,56 @@ def build_tool_graph(domain: Domain, *, probes: int = 3, seed: int = 0) -> ToolG
         if a.name != b.name
         for t in sorted(a.produces & b.consumes)
     ]
-    return ToolGraph(nodes, edges)
+    people = guide.people if guide.people is not None else _people(domain, nodes)
+    return ToolGraph(nodes, edges, people)
 
 
-def _params(domain: Domain, spec: ToolSpec) -> tuple[ParamSource, ...]:
-    key_tables = {s.key_field: name for name, s in sorted(domain.tables.items())}
-    ref_fields: dict[str, str] = {}
-    columns: dict[str, list[tuple[str, str]]] = {}
+def _people(domain: Domain, nodes: Mapping[str, ToolNode]) -> frozenset[str]:
+    """Tables of people: those a read finds by contact details alone (``find_guest(email)``),
+    or, with no such read, those with a contact field (an email, a phone, a date of birth)."""
+    found = set()
+    for node in nodes.values():
+        tables = {p.column[0] for p in node.params if p.column}
+        if node.kind != "read" or len(tables) != 1 or any(p.table for p in node.params):
+            continue
+        if any(w in p.name for p in node.params for w in _CONTACT) and tables <= node.produces:
+            found |= tables
+    return frozenset(found) or people_tables(domain)
+
+
+def reference_fields(domain: Domain) -> dict[str, dict[str, str]]:
+    """``table -> field -> referenced table``: fields marked ``Ref`` or named like a table's key."""
+    key_tables = {s.key_field: name for name, s in domain.tables.items()}
+    out: dict[str, dict[str, str]] = {}
     for tname, tspec in sorted(domain.tables.items()):
         fields = tspec.model.model_fields if tspec.model else {}
+        refs: dict[str, str] = {}
         for fname, finfo in fields.items():
+            if fname == tspec.key_field:
+                continue
             target = _ref_table(finfo.annotation) or next(
                 (m.table for m in finfo.metadata if isinstance(m, Ref)), None
             )
-            if target:
-                ref_fields.setdefault(fname, target)
+            target = target or key_tables.get(fname)
+            if target in domain.tables:
+                refs[fname] = target
+        out[tname] = refs
+    return out
+
+
+def _params(
+    domain: Domain, spec: ToolSpec, known: Mapping[str, tuple[str, str]] | None = None
+) -> tuple[ParamSource, ...]:
+    """The tool's parameters; ``known`` (the guide's) says which field each non-key one takes."""
+    key_tables = {s.key_field: name for name, s in sorted(domain.tables.items())}
+    ref_fields: dict[str, str] = {}
+    columns: dict[str, list[tuple[str, str]]] = {}
+    refs = reference_fields(domain)
+    for tname, tspec in sorted(domain.tables.items()):
+        fields = tspec.model.model_fields if tspec.model else {}
+        for fname in fields:
+            if fname in refs[tname]:
+                ref_fields.setdefault(fname, refs[tname][fname])
             elif fname != tspec.key_field:
                 columns.setdefault(fname, []).append((tname, fname))
     out = []
@@ -205,7 +236,9 @@ def _params(domain: Domain, spec: ToolSpec) -> tuple[ParamSource, ...]:
             table = table or key_tables.get(n) or ref_fields.get(n)
             table = table or next((t for k, t in key_tables.items() if n.endswith("_" + k)), None)
         column = None
-        if table is None:
+        if table is None and known is not None:
+            column = known.get(pname)
+        elif table is None:
             found = columns.get(pname) or next(
                 (c for f, c in columns.items() if pname.endswith("_" + f)), []
             )
@@ -274,125 +307,213 @@ def _ref_table(ann: Any) -> str | None:
     return None
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _strings(v)
+            yield from strings(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _strings(v)
+            yield from strings(v)
 
 
-def _keys_in(domain: Domain, session: Session, content: str) -> set[tuple[str, str]]:
-    """Every (table, key) whose key appears as a string value in a tool's answer."""
+def loads(content: str) -> Any:
+    """A tool's answer as JSON, or the text itself."""
     try:
-        data = json.loads(content)
+        return json.loads(content)
     except json.JSONDecodeError:
+        return content
+
+
+def keys_in(domain: Domain, session: Session, content: str) -> set[tuple[str, str]]:
+    """Every (table, key) whose key appears as a string value in a tool's answer."""
+    data = loads(content)
+    if isinstance(data, str):
         return set()
-    return {(t, s) for s in set(_strings(data)) for t in domain.tables if session.exists(t, s)}
+    return {(t, s) for s in set(strings(data)) for t in domain.tables if session.exists(t, s)}
 
 
 def _probe_arguments(
-    domain: Domain, session: Session, params: Sequence[ParamSource], rng: random.Random
+    domain: Domain,
+    session: Session,
+    params: Sequence[ParamSource],
+    rng: random.Random,
+    guide: WalkGuide,
 ) -> dict[str, Any] | None:
+    scope = Scope.of(domain, session, guide.people)
     anchor = next((p.table for p in params if p.table and p.required), None)
     # A lookup by natural identifiers (email and date of birth) probes with one record's values.
     anchor = anchor or next((p.column[0] for p in params if p.column and p.required), None)
-    known = _anchor_context(domain, session, anchor, rng) if anchor else []
-    return _fill(domain, session, params, known, rng, optional_rate=0.0)
+    if anchor:
+        scope.anchor(anchor, rng)
+    return fill(scope, params, rng, optional_rate=0.0, exact=True)
 
 
-# ----- filling arguments from live state ---------------------------------------------------------
+# ----- one person's records ----------------------------------------------------------------------
 
 Known = list[tuple[str, str, dict[str, Any]]]
 
 
-def _anchor_context(
-    domain: Domain, session: Session, table: str, rng: random.Random, key: str | None = None
-) -> Known:
-    keys = session.keys(table)
-    if not keys:
-        return []
-    key = key or rng.choice(keys)
-    known: Known = [(table, key, session.require(table, key))]
-    _extend_forward(domain, session, known, hops=2)
-    return known
+#: Words of the fields a person is found by.
+_CONTACT = ("email", "phone", "birth")
+#: Fields that make a table one of people when no read says which (a reservation's
+#: ``folio_emailed_to`` does not).
+_CONTACT_FIELDS = ("email", "email_address", "phone", "phone_number", "date_of_birth", "dob")
 
 
-def _extend_forward(domain: Domain, session: Session, known: Known, hops: int) -> None:
-    """Add the records the known ones refer to, ``hops`` levels deep."""
-    key_tables = {s.key_field: n for n, s in domain.tables.items()}
-    frontier = list(known)
-    for _ in range(hops):
-        nxt: Known = []
-        for _t, _k, rec in frontier:
-            for fname, value in sorted(rec.items()):
-                target = key_tables.get(fname)
-                if not target or not isinstance(value, str) or not session.exists(target, value):
+def people_tables(domain: Domain) -> frozenset[str]:
+    """Tables of people (customers, guests, patients): those with a contact field."""
+    out = set()
+    for name, spec in domain.tables.items():
+        fields = spec.model.model_fields if spec.model else {}
+        if any(f in _CONTACT_FIELDS for f in fields):
+            out.add(name)
+    return frozenset(out)
+
+
+@dataclass
+class Scope:
+    """The records one conversation is about, and the person they belong to (``owner``, set by
+    the first record of somebody's that comes in). Only records of that person or of nobody
+    are admitted."""
+
+    domain: Domain
+    session: Session
+    people: frozenset[str]
+    refs: dict[str, dict[str, str]]
+    known: Known = field(default_factory=list)
+    owner: tuple[str, str] | None = None
+
+    @classmethod
+    def of(cls, domain: Domain, session: Session, people: frozenset[str] | None = None) -> Scope:
+        """An empty scope; ``people`` as the graph found them (else tables with contacts)."""
+        found = people if people is not None else people_tables(domain)
+        return cls(domain, session, found, reference_fields(domain))
+
+    def owners(self, table: str, key: str) -> set[tuple[str, str]]:
+        """The people a record belongs to: itself for a person, else those its references lead
+        to (up to ``OWNER_HOPS``); none for a shared record (a plan, a sailing)."""
+        found: set[tuple[str, str]] = set()
+        frontier, seen = [(table, key)], set()
+        for _ in range(OWNER_HOPS + 1):
+            nxt = []
+            for t, k in frontier:
+                if (t, k) in seen:
                     continue
-                if any(t == target and k == value for t, k, _ in known):
+                seen.add((t, k))
+                if t in self.people:
+                    found.add((t, k))
                     continue
-                entry = (target, value, session.require(target, value))
-                known.append(entry)
-                nxt.append(entry)
-        frontier = nxt
+                record = self.session.get(t, k) or {}
+                nxt += [
+                    (target, record[f])
+                    for f, target in self.refs.get(t, {}).items()
+                    if isinstance(record.get(f), str)
+                ]
+            frontier = nxt
+        return found
+
+    def admits(self, table: str, key: str) -> bool:
+        """Whether the record is the owner's or nobody's (any one person's, before an owner)."""
+        owners = self.owners(table, key)
+        if self.owner is None:
+            return len(owners) <= 1
+        return owners <= {self.owner}
+
+    def holds(self, table: str, key: str) -> bool:
+        return any(t == table and k == key for t, k, _ in self.known)
+
+    def add(self, table: str, key: str, hops: int = 1) -> bool:
+        """Take a record in (and the records it refers to, ``hops`` levels deep); False when it
+        does not exist or belongs to someone else."""
+        if self.holds(table, key):
+            return True
+        if not self.session.exists(table, key) or not self.admits(table, key):
+            return False
+        self.known.append((table, key, self.session.require(table, key)))
+        if self.owner is None:
+            owners = self.owners(table, key)
+            if owners:
+                (self.owner,) = owners
+                self.add(*self.owner, hops=1)
+        if hops > 0:
+            record = self.session.require(table, key)
+            for fname, target in sorted(self.refs.get(table, {}).items()):
+                value = record.get(fname)
+                if isinstance(value, str):
+                    self.add(target, value, hops - 1)
+        return True
+
+    def anchor(self, table: str, rng: random.Random, key: str | None = None) -> bool:
+        """Start from one record of ``table`` (``key``, or a random one of one person's)."""
+        if key is None:
+            keys = [k for k in self.session.keys(table) if self.admits(table, k)]
+            if not keys:
+                return False
+            key = rng.choice(keys)
+        return self.add(table, key, hops=2)
 
 
-def _related(domain: Domain, session: Session, p: ParamSource, known: Known) -> list[Any]:
-    """Values for a parameter that belong with the records already in the walk."""
+# ----- filling arguments from live state ---------------------------------------------------------
+
+
+def _related(scope: Scope, p: ParamSource) -> list[Any]:
+    """Values for a parameter that belong with the records the scope holds."""
     out: list[Any] = []
-    for t, k, rec in known:
-        if p.table and t == p.table:
-            out.append(k)
-        if p.column and t == p.column[0] and rec.get(p.column[1]) is not None:
-            out.append(rec[p.column[1]])
-        if p.name in rec and not isinstance(rec[p.name], dict | list) and rec[p.name] is not None:
+    for t, k, rec in scope.known:
+        if p.table:
+            if t == p.table:
+                out.append(k)
+        elif p.column:
+            if t == p.column[0] and rec.get(p.column[1]) is not None:
+                out.append(rec[p.column[1]])
+        elif rec.get(p.name) is not None and not isinstance(rec[p.name], dict | list):
             out.append(rec[p.name])
     if p.table:
-        # Records of the parameter's table that point at a known record (a guest's cards), but
-        # not another person's (a booking on the same sailing made by someone else).
-        spec = domain.tables[p.table]
-        for t, k, _ in known:
-            fk = domain.tables[t].key_field
-            fields = spec.model.model_fields if spec.model else {}
-            if fk in fields and fk != spec.key_field:
-                out.extend(
-                    r[spec.key_field]
-                    for r in session.find(p.table, **{fk: k})[:20]
-                    if _consistent(domain, session, p.table, r[spec.key_field], known)
-                )
+        # Records of the parameter's table that point at a held record (a guest's cards, a
+        # customer's bills), but only the owner's (not a booking on the same sailing by someone
+        # else, not another customer on the same plan).
+        for t, k, _ in list(scope.known):
+            for fname, target in sorted(scope.refs.get(p.table, {}).items()):
+                if target != t:
+                    continue
+                key_field = scope.domain.tables[p.table].key_field
+                out += [r[key_field] for r in scope.session.find(p.table, **{fname: k})[:20]]
+        out = [v for v in out if isinstance(v, str) and scope.admits(p.table, v)]
     return list(dict.fromkeys(v for v in out if not isinstance(v, dict | list)))
 
 
 def _value(
-    domain: Domain,
-    session: Session,
-    p: ParamSource,
-    known: Known,
-    rng: random.Random,
-    *,
-    exact: bool = False,
+    scope: Scope, p: ParamSource, rng: random.Random, *, exact: bool = False, pinned: Any = None
 ) -> Any:
-    related = _related(domain, session, p, known)
+    if pinned:
+        return rng.choice(list(pinned))
+    related = _related(scope, p)
+    if p.table and p.name != scope.domain.tables[p.table].key_field:
+        # new_plan_id, new_slot_id: another record than those the conversation holds already.
+        related = [v for v in related if not scope.holds(p.table, v)]
     if p.choices:
         pool = [v for v in related if v in p.choices] or list(p.choices)
         return rng.choice(pool)
     if related and (exact or rng.random() < 0.85 or not (p.table or p.column)):
         return rng.choice(related)
     if p.text_format and not p.column:
-        return _when(domain, p.text_format, rng)
+        return _when(scope.domain, p.text_format, rng)
+    session = scope.session
     if p.table:
-        # Another record of the table, but never one that belongs to someone else in the walk:
-        # a task is one customer's (a random order of another customer would mix two people).
-        keys = [k for k in session.keys(p.table) if _consistent(domain, session, p.table, k, known)]
+        # Another record of the table, but never one that belongs to someone else.
+        keys = [k for k in session.keys(p.table) if scope.admits(p.table, k)]
         return rng.choice(keys) if keys else None
     if p.column:
         values = [
             r[p.column[1]] for r in session.scan(p.column[0]) if r.get(p.column[1]) is not None
         ]
-        return rng.choice(values) if values else None
+        if values:
+            return rng.choice(values)
+        if p.text_format:
+            return _when(scope.domain, p.text_format, rng)
     if p.scalar == "bool":
         return rng.random() < 0.5
     if p.scalar in ("int", "float"):
@@ -411,44 +532,18 @@ def _when(domain: Domain, kind: str, rng: random.Random) -> str:
     return when.replace(hour=rng.choice((9, 10, 11, 14, 15, 16)), minute=0, second=0).isoformat()
 
 
-def _people(domain: Domain) -> set[str]:
-    """Tables of people (customers, guests, patients): those holding contact details."""
-    out = set()
-    for name, spec in domain.tables.items():
-        fields = spec.model.model_fields if spec.model else {}
-        if any(w in f for f in fields for w in ("email", "phone", "birth")):
-            out.add(name)
-    return out
-
-
-def _consistent(domain: Domain, session: Session, table: str, key: str, known: Known) -> bool:
-    """Whether a record belongs to nobody else: it points at no other person than the ones the
-    walk already holds (a task is one customer's)."""
-    record = session.get(table, key) or {}
-    key_tables = {s.key_field: n for n, s in domain.tables.items()}
-    held = {t for t, _, _ in known} & _people(domain)
-    for fname, value in record.items():
-        target = key_tables.get(fname)
-        if target is None or target == table or target not in held or not isinstance(value, str):
-            continue
-        if not any(t == target and k == value for t, k, _ in known):
-            return False
-    return True
-
-
-def _fill(
-    domain: Domain,
-    session: Session,
+def fill(
+    scope: Scope,
     params: Sequence[ParamSource],
-    known: Known,
     rng: random.Random,
     *,
     optional_rate: float,
     exact: bool = False,
+    pinned: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, Any] | None:
-    """Arguments for a call, each related to the known records where possible (always, when
-    ``exact``: a read in a chain asks about the walk's own records); None when a required one
-    cannot be found."""
+    """Arguments for a call, each related to the scope's records where possible (always, when
+    ``exact``: a read in a chain asks about the walk's own records); ``pinned`` values are
+    drawn from as given. None when a required one cannot be found."""
     args: dict[str, Any] = {}
     for p in params:
         if not p.required:
@@ -458,219 +553,12 @@ def _fill(
             if p.scalar == "bool" and not p.choices and isinstance(p.default, bool):
                 args[p.name] = not p.default
                 continue
-        value = _value(domain, session, p, known, rng, exact=exact)
+        value = _value(scope, p, rng, exact=exact, pinned=(pinned or {}).get(p.name))
         if value is None:
             if p.required:
                 return None
             continue
         args[p.name] = [value] if p.is_list and not isinstance(value, list) else value
-        new = not any(t == p.table and k == value for t, k, _ in known)
-        if p.table and isinstance(value, str) and new and session.exists(p.table, value):
-            known.append((p.table, value, session.require(p.table, value)))
-            _extend_forward(domain, session, known, hops=1)
+        if p.table and isinstance(value, str) and not scope.add(p.table, value):
+            return None  # another person's record: never part of this conversation
     return args
-
-
-# ----- walks -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WalkOptions:
-    """What walks to sample: their length, and where they may start."""
-
-    max_reads: int = 2
-    #: Reads to chain before the first write when the graph has them (a lookup first).
-    min_reads: int = 0
-    max_writes: int = 2
-    optional_rate: float = 0.25
-    #: Only these write tools start a walk; None: any write.
-    tools: tuple[str, ...] | None = None
-    #: Records a walk starts from; None: any record of the first write's anchor table.
-    anchors: tuple[tuple[str, str], ...] | None = None
-
-
-def sample_walks(
-    domain: Domain,
-    graph: ToolGraph,
-    n: int,
-    *,
-    seed: int = 0,
-    max_reads: int = 2,
-    min_reads: int = 0,
-    max_writes: int = 2,
-    optional_rate: float = 0.25,
-    attempts_per_walk: int = 40,
-    exclude: Sequence[str] = (),
-    tools: Sequence[str] | None = None,
-    anchors: Sequence[tuple[str, str]] | None = None,
-    keep: Callable[[Walk], bool] | None = None,
-) -> list[Walk]:
-    """Up to ``n`` distinct walks (by :meth:`Walk.signature`), each grounded and executed.
-
-    ``exclude`` holds signatures already taken (the domain's existing tasks). ``tools`` and
-    ``anchors`` restrict where walks start (a refusal's operation, records its rule applies
-    to); ``keep`` drops walks it refuses. Fewer than ``n`` come back when the attempts run out:
-    the domain's state allows no more.
-    """
-    options = WalkOptions(
-        max_reads=max_reads,
-        min_reads=min(min_reads, max_reads),
-        max_writes=max_writes,
-        optional_rate=optional_rate,
-        tools=tuple(tools) if tools is not None else None,
-        anchors=tuple(anchors) if anchors is not None else None,
-    )
-    rng = random.Random(seed)
-    writes = sorted(graph.writes(), key=lambda w: w.name)
-    starts = [w for w in writes if options.tools is None or w.name in options.tools]
-    taken = set(exclude)
-    walks: list[Walk] = []
-    if not starts or options.anchors == ():
-        return walks
-    for _ in range(n * attempts_per_walk):
-        if len(walks) >= n:
-            break
-        n_writes = 1 if max_writes < 2 or rng.random() < 0.7 else 2
-        walk = _try_walk(domain, graph, writes, starts, rng, n_writes, options)
-        if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
-            continue
-        taken.add(walk.signature())
-        walks.append(walk)
-    return walks
-
-
-def _try_walk(
-    domain: Domain,
-    graph: ToolGraph,
-    writes: Sequence[ToolNode],
-    starts: Sequence[ToolNode],
-    rng: random.Random,
-    n_writes: int,
-    options: WalkOptions,
-) -> Walk | None:
-    first = rng.choice(starts)
-    tables = [p.table for p in first.params if p.table and p.required]
-    session = domain.start_session()
-    known: Known = []
-    pool = [a for a in options.anchors or () if a[0] in tables]
-    if options.anchors is not None:
-        if not pool:
-            return None
-        table, key = rng.choice(pool)
-        known = _anchor_context(domain, session, table, rng, key=key)
-    elif tables:
-        known = _anchor_context(domain, session, tables[0], rng)
-    calls: list[tuple[ToolNode, dict[str, Any]]] = []
-    for i in range(n_writes):
-        node = first if i == 0 else rng.choice(writes)
-        args = _fill(domain, session, node.params, known, rng, optional_rate=options.optional_rate)
-        if args is None:
-            return None
-        out = domain.toolkit.call(session, node.name, args)
-        if not out.ok or not session.diff():
-            return None
-        calls.append((node, args))
-    reads = _reads_before(domain, graph, calls[0], known, rng, options)
-    return _execute(domain, graph, reads + calls)
-
-
-def _reads_before(
-    domain: Domain,
-    graph: ToolGraph,
-    target: tuple[ToolNode, dict[str, Any]],
-    known: Known,
-    rng: random.Random,
-    options: WalkOptions,
-) -> list[tuple[ToolNode, dict[str, Any]]]:
-    """Reads, latest first built, whose answers show a value the next call takes."""
-    chain: list[tuple[ToolNode, dict[str, Any]]] = []
-    node, args = target
-    session = domain.start_session()
-    wanted = rng.randint(options.min_reads, options.max_reads)
-    for i in range(options.max_reads + 1):
-        # With min_reads, the chain goes on until its first call takes only what a person
-        # knows (an email, a name), not a record's key: a customer does not know their id.
-        natural = not any(p.table for p in node.params if p.name in args)
-        if i >= wanted and (natural or options.min_reads == 0 or i >= options.max_reads):
-            break
-        needed = {str(args[p.name]) for p in node.params if p.table and p.name in args}
-        found = []
-        for edge in graph.predecessors(node.name):
-            prev = graph.nodes[edge.source]
-            if prev.kind != "read" or any(prev.name == c[0].name for c in chain):
-                continue
-            prev_args = _fill(
-                domain,
-                session,
-                prev.params,
-                list(known),
-                rng,
-                optional_rate=0.0,
-                exact=options.min_reads > 0,
-            )
-            if prev_args is None:
-                continue
-            out = domain.toolkit.call(session.fork(), prev.name, prev_args)
-            shown = {k for _, k in _keys_in(domain, session, out.content)} if out.ok else set()
-            # Prefer a read that discovers the value over one that is handed it, and one that
-            # takes what a person knows (an email, a name) over one that takes a record's key.
-            given = {str(v) for v in prev_args.values()}
-            natural = not any(p.table for p in prev.params)
-            if needed & shown:
-                found.append((bool(needed & shown - given), natural, prev.name, prev, prev_args))
-        if not found:
-            break
-        best = [o for o in found if o[0]] or found
-        best = [o for o in best if o[1]] or best
-        _, _, _, node, args = rng.choice(sorted(best, key=lambda o: o[2]))
-        chain.insert(0, (node, args))
-    return chain
-
-
-def _execute(
-    domain: Domain, graph: ToolGraph, calls: Sequence[tuple[ToolNode, dict[str, Any]]]
-) -> Walk | None:
-    result = replay_calls(domain, None, [(n.name, a) for n, a in calls])
-    if not result.ok or not result.session.diff():
-        return None
-    start = domain.start_session()
-    steps: list[WalkStep] = []
-    entities: list[tuple[str, str]] = []
-    user_values: dict[str, Any] = {}
-    shown: set[str] = set()
-    for (node, args), out in zip(calls, result.outcomes, strict=True):
-        grounded = tuple(p.name for p in node.params if p.name in args and p.grounded)
-        steps.append(WalkStep(node.name, node.kind, dict(args), grounded, out.content))
-        for p in node.params:
-            if p.name not in args:
-                continue
-            values = args[p.name] if isinstance(args[p.name], list) else [args[p.name]]
-            if p.table:
-                entities.extend((p.table, v) for v in values if start.exists(p.table, str(v)))
-            if any(str(v) not in shown for v in values) and p.name not in user_values:
-                user_values[p.name] = args[p.name]
-        shown |= {str(s) for s in _strings(_loads(out.content))}
-    return Walk(
-        steps,
-        list(dict.fromkeys(entities)),
-        user_values,
-        result.session.state_hash(),
-        result.session.diff().to_json(),
-    )
-
-
-def _loads(content: str) -> Any:
-    try:
-        return json.loads(content)
-    except json.JSONDecodeError:
-        return content
-
-
-def related_records(
-    domain: Domain, session: Session, entities: Sequence[tuple[str, str]], hops: int = 1
-) -> list[tuple[str, str]]:
-    """The given records and those they refer to, ``hops`` levels deep (an order and its
-    customer): what a person calling about the entities knows of."""
-    known: Known = [(t, k, session.require(t, k)) for t, k in entities if session.exists(t, k)]
-    _extend_forward(domain, session, known, hops=hops)
-    return list(dict.fromkeys((t, k) for t, k, _ in known))

@@ -21,6 +21,7 @@ from maestro.agents.codegen.blueprint import Blueprint
 from maestro.agents.codegen.data import parse_data
 from maestro.agents.codegen.example import EXAMPLE, EXAMPLE_BRIEF
 from maestro.agents.codegen.growth import grow
+from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.refusals import refusal_rules
 from maestro.agents.codegen.render import db_json, manifest_json, models_source
@@ -29,17 +30,113 @@ from maestro.agents.codegen.state import SynthesisConfig
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.scripted_server import Reply, ScriptedServer
 from maestro.domains.sandbox import load_sandboxed_domain
-from maestro.domains.toolgraph import Walk
+from maestro.domains.walks import Walk
 
 BRIEF = EXAMPLE_BRIEF
 INDUSTRY = "transport"
 BLUEPRINT: dict[str, Any] = copy.deepcopy(EXAMPLE)
+# What a capable model added to the example for this brief, each a trap the task walks once fell
+# into: a requested transfer that an agent rule forbids replacing (walks asked for it), a
+# "new" sailing that may be the booking's own (a change to nothing), and a "reason" parameter
+# that writes a booking's seat note while refunds have a "reason" field of their own.
+next(e for e in BLUEPRINT["entities"] if e["table"] == "bookings")["fields"][
+    "transfer_sailing_id"
+] = "ref:sailings?"
+BLUEPRINT["operations"] += [
+    {
+        "name": "request_transfer",
+        "kind": "update",
+        "table": "bookings",
+        "description": "Ask to move a confirmed booking to another scheduled sailing.",
+        "params": {"booking_id": "str", "new_sailing_id": "str"},
+        "requires": [
+            {"check": "status", "test": "in", "value": ["confirmed"]},
+            {"check": "new_sailing_id.status", "test": "in", "value": ["scheduled"]},
+            {"check": "new_sailing_id.seats_left", "test": "at_least", "value": 1},
+        ],
+        "sets": {"transfer_sailing_id": "$new_sailing_id"},
+    },
+    {
+        "name": "request_assistance",
+        "kind": "update",
+        "table": "bookings",
+        "description": "Note on a confirmed booking the help the passenger needs on board.",
+        "params": {"booking_id": "str", "reason": "str"},
+        "requires": [{"check": "status", "test": "in", "value": ["confirmed"]}],
+        "sets": {"seat_note": "$reason"},
+    },
+]
+# A catalog people refer to (a passenger's membership), as a mobile carrier's customers refer to
+# plans: walks once reached other passengers through it, and grown catalogs mixed their items.
+BLUEPRINT["entities"].append(
+    {
+        "name": "Membership",
+        "table": "memberships",
+        "key": "membership_id",
+        "prefix": "MB",
+        "catalog": True,
+        "fields": {
+            "name": "str",
+            "discount_pct": "int:0..30",
+            "status": "enum:open|closed",
+        },
+    }
+)
+next(e for e in BLUEPRINT["entities"] if e["table"] == "passengers")["fields"]["membership_id"] = (
+    "ref:memberships"
+)
+BLUEPRINT["operations"].append(
+    {
+        "name": "change_membership",
+        "kind": "update",
+        "table": "passengers",
+        "description": "Move a passenger to another open membership.",
+        "params": {"passenger_id": "str", "new_membership_id": "str"},
+        "requires": [{"check": "new_membership_id.status", "test": "in", "value": ["open"]}],
+        "sets": {"membership_id": "$new_membership_id"},
+    }
+)
+BLUEPRINT["rules"].append(
+    "A confirmed booking may be moved to another scheduled sailing that has seats left."
+)
+BLUEPRINT["agent_rules"].append(
+    {
+        "operation": "request_transfer",
+        "rule": "A transfer already requested cannot be replaced by phone: the passenger must "
+        "ask at the port office.",
+        "refuse_when": [{"check": "booking_id.transfer_sailing_id", "test": "not_null"}],
+    }
+)
 
 PASSENGERS = [
-    ("PS1001", "Maren", "Okafor", "maren.okafor@gmail.com", "+44 7700 900118", "1984-03-12"),
-    ("PS1002", "Tomasz", "Wierzbicki", "t.wierzbicki@outlook.com", "+44 7700 900342", "1991-11-02"),
-    ("PS1003", "Aoife", "Brennan", "aoife.brennan@yahoo.com", "+353 87 555 0191", "1969-06-25"),
-    ("PS1004", "Rahul", "Iyer", "rahul.iyer@icloud.com", "+44 7700 900775", "1977-01-30"),
+    (
+        "PS1001",
+        "Maren",
+        "Okafor",
+        "maren.okafor@gmail.com",
+        "+44 7700 900118",
+        "1984-03-12",
+        "MB1001",
+    ),
+    (
+        "PS1002",
+        "Tomasz",
+        "Wierzbicki",
+        "t.wierzbicki@outlook.com",
+        "+44 7700 900342",
+        "1991-11-02",
+        "MB1002",
+    ),
+    (
+        "PS1003",
+        "Aoife",
+        "Brennan",
+        "aoife.brennan@yahoo.com",
+        "+353 87 555 0191",
+        "1969-06-25",
+        "MB1003",
+    ),
+    ("PS1004", "Rahul", "Iyer", "rahul.iyer@icloud.com", "+44 7700 900775", "1977-01-30", "MB1004"),
     (
         "PS1005",
         "Celine",
@@ -47,7 +144,16 @@ PASSENGERS = [
         "celine.marchand@gmail.com",
         "+33 6 55 01 23 47",
         "2001-09-14",
+        "MB1001",
     ),
+]
+MEMBERSHIPS = [
+    ("MB1001", "Bluewater Club Silver", 10, "open"),
+    ("MB1002", "Bluewater Club Gold", 20, "open"),
+    ("MB1003", "Island Commuter", 25, "open"),
+    ("MB1004", "Foot Passenger Saver", 5, "closed"),
+    ("MB1005", "Freight Partner", 30, "open"),
+    ("MB1006", "Student Crossing", 15, "open"),
 ]
 SAILINGS = [
     ("SL1001", "Portsmouth-Cherbourg", "2026-01-12T08:30:00", 62.5, 140, "scheduled"),
@@ -58,12 +164,32 @@ SAILINGS = [
     ("SL1006", "Poole-Guernsey", "2026-01-20T16:30:00", 52.0, 0, "scheduled"),
 ]
 BOOKINGS = [
-    ("BK1001", "PS1001", "SL1001", True, 62.5, "confirmed", "2025-12-18", "Window seat, deck 7"),
-    ("BK1002", "PS1002", "SL1005", False, 88.0, "confirmed", "2025-12-29", None),
-    ("BK1003", "PS1003", "SL1003", False, 48.0, "confirmed", "2025-12-02", "Travelling with a dog"),
-    ("BK1004", "PS1004", "SL1004", True, 59.0, "travelled", "2025-11-30", None),
-    ("BK1005", "PS1005", "SL1001", False, 62.5, "cancelled", "2025-12-21", "Aisle seat"),
-    ("BK1006", "PS1002", "SL1002", False, 71.0, "confirmed", "2026-01-02", None),
+    (
+        "BK1001",
+        "PS1001",
+        "SL1001",
+        True,
+        62.5,
+        "confirmed",
+        "2025-12-18",
+        "Window seat, deck 7",
+        None,
+    ),
+    ("BK1002", "PS1002", "SL1005", False, 88.0, "confirmed", "2025-12-29", None, "SL1001"),
+    (
+        "BK1003",
+        "PS1003",
+        "SL1003",
+        False,
+        48.0,
+        "confirmed",
+        "2025-12-02",
+        "Travelling with a dog",
+        None,
+    ),
+    ("BK1004", "PS1004", "SL1004", True, 59.0, "travelled", "2025-11-30", None, None),
+    ("BK1005", "PS1005", "SL1001", False, 62.5, "cancelled", "2025-12-21", "Aisle seat", None),
+    ("BK1006", "PS1002", "SL1002", False, 71.0, "confirmed", "2026-01-02", None, None),
 ]
 REFUNDS = [
     ("RF1001", "BK1005", 62.5, "Plans changed after a family emergency", "paid", "2025-12-23"),
@@ -128,6 +254,7 @@ VALUES = {
         ],
     },
     "sailings": {},
+    "memberships": {},
     "bookings": {
         "seat_note": [
             "Window seat, deck 7",
@@ -166,9 +293,18 @@ def data_answer() -> dict[str, Any]:
     return {
         "records": {
             "passengers": rows(
-                ["passenger_id", "first_name", "last_name", "email", "phone", "date_of_birth"],
+                [
+                    "passenger_id",
+                    "first_name",
+                    "last_name",
+                    "email",
+                    "phone",
+                    "date_of_birth",
+                    "membership_id",
+                ],
                 PASSENGERS,
             ),
+            "memberships": rows(["membership_id", "name", "discount_pct", "status"], MEMBERSHIPS),
             "sailings": rows(
                 ["sailing_id", "route", "departs_at", "fare", "seats_left", "status"], SAILINGS
             ),
@@ -182,6 +318,7 @@ def data_answer() -> dict[str, Any]:
                     "status",
                     "booked_on",
                     "seat_note",
+                    "transfer_sailing_id",
                 ],
                 BOOKINGS,
             ),
@@ -266,11 +403,38 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
     return db.update("passengers", passenger_id, phone=phone)""",
 }
 
+TOOLS["request_transfer"] = """def request_transfer(db, booking_id, new_sailing_id):
+    booking = db.require("bookings", booking_id)
+    sailing = db.require("sailings", new_sailing_id)
+    if booking["status"] != "confirmed":
+        raise ToolError(f"booking {booking_id} is {booking['status']}, not confirmed")
+    if sailing["status"] != "scheduled":
+        raise ToolError(f"sailing {new_sailing_id} is {sailing['status']}, not scheduled")
+    if sailing["seats_left"] < 1:
+        raise ToolError(f"sailing {new_sailing_id} has no seats left")
+    return db.update("bookings", booking_id, transfer_sailing_id=new_sailing_id)"""
+TOOLS["request_assistance"] = """def request_assistance(db, booking_id, reason):
+    booking = db.require("bookings", booking_id)
+    if booking["status"] != "confirmed":
+        raise ToolError(f"booking {booking_id} is {booking['status']}, not confirmed")
+    return db.update("bookings", booking_id, seat_note=reason)"""
+
+TOOLS["change_membership"] = """def change_membership(db, passenger_id, new_membership_id):
+    db.require("passengers", passenger_id)
+    membership = db.require("memberships", new_membership_id)
+    if membership["status"] != "open":
+        raise ToolError(f"membership {new_membership_id} is {membership['status']}, not open")
+    return db.update("passengers", passenger_id, membership_id=new_membership_id)"""
+
 TOOLS["get_refund"] = """def get_refund(db, refund_id):
     return db.require("refunds", refund_id)"""
 
-#: The blueprint again, with the operation a reviewer finds missing.
+#: The blueprint again, with the operation a reviewer finds missing (in place of the phone
+#: update: a blueprint has at most 12 operations).
 WITH_GET_REFUND: dict[str, Any] = copy.deepcopy(BLUEPRINT)
+WITH_GET_REFUND["operations"] = [
+    op for op in WITH_GET_REFUND["operations"] if op["name"] != "update_phone"
+]
 WITH_GET_REFUND["operations"].append(
     {
         "name": "get_refund",
@@ -303,13 +467,19 @@ You help passengers of Bluewater Ferries with their bookings, cancellations and 
 3. A booking can be cancelled until 24 hours before departure; the fare paid is refunded.
 4. Sailings can be booked until 2 hours before departure, while seats are left.
 5. Passengers whose sailing the line cancelled may claim a refund within 30 days of the planned departure.
-6. Bookings with a vehicle cannot be cancelled by phone: the passenger must cancel at the port office.
-7. Sailings departing in less than 24 hours are sold only at the port, not by phone.
+6. A confirmed booking may be moved to another scheduled sailing that has seats left.
+7. Bookings with a vehicle cannot be cancelled by phone: the passenger must cancel at the port office.
+8. Sailings departing in less than 24 hours are sold only at the port, not by phone.
+9. A transfer already requested cannot be replaced by phone: the passenger must ask at the port office.
 """
 
 OK = '{"verdict": "ok", "stage": "", "tool": "", "problem": ""}'
 #: The phrase of the policy each refusal's agent must say, by operation.
-REFUSAL_PHRASES = {"cancel_booking": "port office", "book_sailing": "only at the port"}
+REFUSAL_PHRASES = {
+    "cancel_booking": "cancel at the port office",
+    "book_sailing": "only at the port",
+    "request_transfer": "already requested",
+}
 
 
 def fence(code: str) -> str:
@@ -461,7 +631,7 @@ def task_replies(
                 seed=config.seed + attempt - 1,
                 refusals=config.refusals,
                 rules=refusal_rules(bp),
-                min_reads=1,
+                guide=walk_guide(bp),
             )
     did = domain_id(synthesis_id)
     out = {f"synthesis/{did}/walk-{i}": [scenario(w, i)] for i, w in enumerate(walks)}

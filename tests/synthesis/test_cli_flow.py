@@ -190,4 +190,7 @@ def test_a_killed_synthesis_resumes_without_redoing_finished_stages(tmp_path: Pa
     result = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert result["status"] == "accepted" and result["resumed"] is True
     assert [s["stage"] for s in result["stages"]][:2] == ["blueprint", "data"]
-    assert server.model.stats.calls["codegen"] == 13 + scripted  # nothing asked twice
+    calls = (
+        1 + 1 + len(team.BLUEPRINT["operations"]) + 1 + 1
+    )  # blueprint, data, tools, policy, review
+    assert server.model.stats.calls["codegen"] == calls + scripted  # nothing asked twice

@@ -129,16 +129,22 @@ def test_the_scenario_and_refusal_prompts_shapes_parse(toy: Domain) -> None:
 
 def test_the_review_prompts_examples_parse() -> None:
     bp = team.blueprint(CONFIG)
-    text = prompt(review_messages(bp, team.POLICY, ["t"], ["x"], None, None))
+    ids = ["ferry_syn0_w001"]
+    text = prompt(review_messages(bp, team.POLICY, ["t"], ["x"], None, None, ids))
     examples = [o for o in json_objects(text) if "verdict" in o]
-    assert len(examples) == 3
+    assert len(examples) == 4
     schema = schema_of(response_format("review", ReviewAnswer))
     owners = []
     for example in examples:
         jsonschema.validate(example, schema)
-        verdict = parse_review(json.dumps(example), [op.name for op in bp.operations])
-        owners.append(verdict[0] if verdict else None)
-    assert owners == [None, "tools:find_passenger", "blueprint"]
+        verdict = parse_review(json.dumps(example), [op.name for op in bp.operations], ids)
+        owners.append((verdict.owner, verdict.tasks) if verdict else None)
+    assert owners == [
+        None,
+        ("tools:find_passenger", ()),
+        ("blueprint", ()),
+        ("tasks", ("ferry_syn0_w001",)),
+    ]
 
 
 def test_the_tool_prompts_header_is_what_the_host_accepts() -> None:

@@ -81,7 +81,7 @@ def test_the_gate_knows_a_placeholder_from_data(
 def test_the_scripted_seeds_pass_and_keep_their_nulls(bp: Blueprint) -> None:
     seeds = parse_data(bp, team.data_answer(), LIMITS)
     assert seeds.dropped == []
-    assert [len(rows) for rows in seeds.records.values()] == [5, 6, 6, 4]
+    assert [len(rows) for rows in seeds.records.values()] == [5, 6, 6, 4, 6]
     assert seeds.records["bookings"]["BK1002"]["seat_note"] is None
     assert len(seeds.values["passengers"]["first_name"]) == 12
 
@@ -146,7 +146,15 @@ def test_the_tables_grow_to_size_with_real_references(
         "sailings": 100,
         "bookings": 100,
         "refunds": 100,
+        "memberships": 6,
     }
+    # A catalog is the model's, whole: never grown, so no membership pairs one seed's name with
+    # another's numbers (a "Talk & Text Basic" plan with 158 GB).
+    written = {m[0]: m[1:] for m in team.MEMBERSHIPS}
+    assert {
+        k: (r["name"], r["discount_pct"], r["status"]) for k, r in db["memberships"].items()
+    } == written
+    assert {p["membership_id"] for p in db["passengers"].values()} <= set(written)
     assert sorted(db["passengers"])[:3] == ["PS1001", "PS1002", "PS1003"]
     assert sorted(db["passengers"])[-1] == "PS1100"
     for b in db["bookings"].values():

@@ -19,6 +19,7 @@ from maestro.cli.domains import validate_targets
 from maestro.domains import inspect_package, replay_gold
 from tests.conftest import role_settings
 from tests.synthesis import scripted_team as team
+from tests.synthesis.test_walks import assert_a_person_would_ask
 
 BRIEF = Brief(text=team.BRIEF, industry=team.INDUSTRY)
 CONFIG = SynthesisConfig(max_iterations=2)
@@ -78,11 +79,16 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     assert domain is not None
     kinds = {s.name: s.kind for s in domain.toolkit.specs.values()}
     creates = [op["name"] for op in team.BLUEPRINT["operations"] if op["kind"] == "create"]
-    assert len(domain.tables) == 4 and len(kinds) == 9 and len(creates) == 3
-    assert domain.initial.count() == 400
+    assert len(domain.tables) == 5 and len(kinds) == 12 and len(creates) == 3
+    assert domain.initial.count() == 406  # four main tables grown, the catalog as written
     refusals = [t for t in domain.tasks if t.category == "refusal"]
     assert len(domain.tasks) == 13 and len(refusals) == 3
     assert all(replay_gold(domain, t).ok for t in domain.tasks)
+    # Every task is one a person would bring: one customer, found first by their own email and
+    # date of birth, nothing an agent rule forbids unless it is a refusal, values from each
+    # parameter's own field, no change to what already holds (the relay check's findings).
+    for task in domain.tasks:
+        assert_a_person_would_ask(domain, task)
     assert (
         domain.manifest.clock is not None
         and domain.manifest.clock.isoformat() == "2026-01-05T09:00:00"
@@ -91,13 +97,13 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     assert totals["problems"] == [] and len(checks) == 1, totals
     assert totals["gold_pass"] == totals["null_fail"] == totals["perturbed_fail"] == 13
     assert [s for s, _, o in stages(result) if o != "ok"] == []
-    assert result.llm_calls == 1 + 1 + 9 + 1 + scripted + 1
+    assert result.llm_calls == 1 + 1 + 12 + 1 + scripted + 1
     # Every JSON stage sent its answer's schema; code and Markdown stages did not.
     formats = [
         (b.get("response_format") or {}).get("json_schema", {}).get("name")
         for b in requests(server, "good")
     ]
-    assert formats == ["blueprint", "data", *[None] * 9, None, "review"]
+    assert formats == ["blueprint", "data", *[None] * 12, None, "review"]
     task_formats = {
         b["response_format"]["json_schema"]["name"]
         for ep, _, b in server.model.requests
@@ -211,7 +217,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
     replies = team.team_replies()
-    team.queue(server, "crash", replies[:11])  # blueprint, data, nine tools; policy unscripted
+    team.queue(server, "crash", replies[:14])  # blueprint, data, twelve tools; policy unscripted
 
     crashed = synthesize(server, tmp_path, "crash")
 
@@ -221,7 +227,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     assert len(server.model.stats.unscripted) == 1
     calls_before = server.model.stats.calls["codegen"]
 
-    team.queue(server, "crash", replies[11:])
+    team.queue(server, "crash", replies[14:])
     scripted = team.queue_tasks(server, "crash", CONFIG)
     resumed = synthesize(server, tmp_path, "crash")
 

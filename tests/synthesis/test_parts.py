@@ -13,6 +13,7 @@ import pytest
 
 from maestro.agents.codegen.answers import (
     ParseError,
+    ReviewFinding,
     extract_code,
     extract_json,
     parse_review,
@@ -339,10 +340,26 @@ def test_policy_and_review_answers_are_checked() -> None:
     assert parse_review('{"verdict": "ok"}', tools) is None
     assert parse_review('{"verdict": "ok", "stage": "", "tool": "", "problem": ""}', tools) is None
     fix = json.dumps({"verdict": "fix", "stage": "tools", "tool": "cancel_booking", "problem": "x"})
-    assert parse_review(fix, tools) == ("tools:cancel_booking", "x")
+    assert parse_review(fix, tools) == ReviewFinding("tools:cancel_booking", "x")
     # The tool is empty when the stage is not tools, exactly as the prompt's shape allows.
     missing = {"verdict": "fix", "stage": "blueprint", "tool": "", "problem": "Missing operation."}
-    assert parse_review(json.dumps(missing), tools) == ("blueprint", "Missing operation.")
+    assert parse_review(json.dumps(missing), tools) == ReviewFinding(
+        "blueprint", "Missing operation."
+    )
+    # Tasks at fault are named by id, in full or by their ending; an unknown one goes back.
+    ids = ["ferry_syn0_w001", "ferry_syn0_w002", "ferry_syn0_r001"]
+    flagged = {
+        "verdict": "fix",
+        "stage": "tasks",
+        "tool": "",
+        "tasks": ["w002", "ferry_syn0_r001"],
+        "problem": "p",
+    }
+    assert parse_review(json.dumps(flagged), tools, ids) == ReviewFinding(
+        "tasks", "p", ("ferry_syn0_w002", "ferry_syn0_r001")
+    )
+    with pytest.raises(ParseError, match=r"names no task \(or more than one\): \['w009'\]"):
+        parse_review(json.dumps({**flagged, "tasks": ["w009"]}), tools, ids)
     with pytest.raises(ParseError, match="must name one of the tools"):
         parse_review('{"verdict": "fix", "stage": "tools", "tool": "nope", "problem": "x"}', tools)
     with pytest.raises(ParseError, match=re.escape('{"verdict": "ok" | "fix", ...}')):

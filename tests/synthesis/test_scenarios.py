@@ -29,7 +29,7 @@ from maestro.agents.codegen.scenarios import (
 from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
 from maestro.agents.settings import LLMSettings
 from maestro.domains import Domain, library_path, load_domain, replay_gold
-from maestro.domains.toolgraph import Walk
+from maestro.domains.walks import Walk
 from maestro.scoring import check_task
 from tests.conftest import role_settings
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -114,7 +115,8 @@ ReviewStage = Literal["blueprint", "data", "tools", "policy", "tasks"]
 
 class ReviewAnswer(BaseModel):
     """The reviewer's verdict; ``stage``, ``tool`` and ``problem`` may be empty or null when
-    the verdict is ``ok``, and ``tool`` when the stage is not ``tools``."""
+    the verdict is ``ok``, ``tool`` when the stage is not ``tools``, and ``tasks`` (the ids of
+    the tasks at fault) when the stage is not ``tasks``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -122,11 +124,24 @@ class ReviewAnswer(BaseModel):
     stage: ReviewStage | Literal[""] | None = None
     tool: str | None = None
     problem: str | None = None
+    tasks: list[str] | None = None
 
 
-def parse_review(text: str, tools: list[str]) -> tuple[str, str] | None:
-    """None when the critic approves; else the owner to send back to (``tools:<name>`` for a
-    tool) and the problem. :class:`ParseError` when the verdict is not usable."""
+@dataclass(frozen=True)
+class ReviewFinding:
+    """A "fix" verdict: the stage to send back to (``tools:<name>`` for a tool), the problem,
+    and for tasks the ids of those at fault (empty: all of them)."""
+
+    owner: str
+    problem: str
+    tasks: tuple[str, ...] = ()
+
+
+def parse_review(
+    text: str, tools: list[str], tasks: list[str] | None = None
+) -> ReviewFinding | None:
+    """None when the critic approves; else what to send back where. Task ids may be given in
+    full or by their ending (``w004``). :class:`ParseError` when the verdict is not usable."""
     data = extract_json(text)
     try:
         answer = ReviewAnswer.model_validate(data)
@@ -146,8 +161,27 @@ def parse_review(text: str, tools: list[str]) -> tuple[str, str] | None:
     if answer.stage == "tools":
         if answer.tool not in tools:
             raise ParseError(f'a tools fix must name one of the tools {tools} in "tool"')
-        return f"tools:{answer.tool}", problem
-    return str(answer.stage), problem
+        return ReviewFinding(f"tools:{answer.tool}", problem)
+    named: tuple[str, ...] = ()
+    if answer.stage == "tasks" and answer.tasks:
+        named = tuple(_task_ids(answer.tasks, tasks or []))
+    return ReviewFinding(str(answer.stage), problem, named)
+
+
+def _task_ids(given: list[str], ids: list[str]) -> list[str]:
+    """The full ids of the tasks named (each exactly, or by the one id it ends)."""
+    out, unknown = [], []
+    for name in given:
+        found = [i for i in ids if i == name.strip()] or [
+            i for i in ids if name.strip() and i.endswith("_" + name.strip())
+        ]
+        if len(found) == 1:
+            out.append(found[0])
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ParseError(f'"tasks" names no task (or more than one): {unknown}; they are {ids}')
+    return list(dict.fromkeys(out))
 
 
 def policy_problem(policy: str, n_rules: int) -> str | None:

@@ -78,8 +78,14 @@ def record_type(entity: Entity) -> type[BaseModel]:
 
 
 def text_fields(entity: Entity) -> list[str]:
-    """The fields whose values come from a vocabulary."""
+    """The entity's text fields."""
     return [f for f, t in entity.field_types().items() if t.base == "str"]
+
+
+def vocabulary_fields(entity: Entity) -> list[str]:
+    """The text fields grown records draw from a vocabulary: a main table's. A catalog is
+    written whole and never grown, so a plan's name and its numbers stay one item's."""
+    return [] if entity.catalog else text_fields(entity)
 
 
 def data_answer_model(bp: Blueprint) -> type[BaseModel]:
@@ -88,7 +94,7 @@ def data_answer_model(bp: Blueprint) -> type[BaseModel]:
     records: dict[str, Any] = {e.table: (list[record_type(e)], ...) for e in bp.entities}  # type: ignore[misc]
     values: dict[str, Any] = {}
     for e in bp.entities:
-        fields: dict[str, Any] = {f: (list[str], ...) for f in text_fields(e)}
+        fields: dict[str, Any] = {f: (list[str], ...) for f in vocabulary_fields(e)}
         values[e.table] = (create_model(f"{e.name}Values", __base__=_StrictRecord, **fields), ...)
     return create_model(
         "DataAnswer",
@@ -150,8 +156,9 @@ def parse_data(bp: Blueprint, raw: Any, limits: DataLimits) -> SeedData:
         given: dict[str, Any] = listed if isinstance(listed, dict) else {}
         out.values[e.table] = {}
         for f in text_fields(e):
+            asked = f in vocabulary_fields(e)
             out.values[e.table][f], found = _vocabulary(
-                e, f, given.get(f), out.records[e.table], limits
+                e, f, given.get(f) if asked else [], out.records[e.table], limits, asked=asked
             )
             problems += found
     if problems:
@@ -244,9 +251,16 @@ def unique_fields(bp: Blueprint, e: Entity) -> list[tuple[str, ...]]:
 
 
 def _vocabulary(
-    e: Entity, fname: str, given: Any, rows: dict[str, JSONRecord], limits: DataLimits
+    e: Entity,
+    fname: str,
+    given: Any,
+    rows: dict[str, JSONRecord],
+    limits: DataLimits,
+    *,
+    asked: bool = True,
 ) -> tuple[list[str], list[str]]:
-    """The field's distinct values (the seeds' and the listed), and the problems found."""
+    """The field's distinct values (the seeds' and the listed, when a list was ``asked``), and
+    the problems found."""
     where = f"values.{e.table}.{fname}"
     listed = [v for v in given if isinstance(v, str)] if isinstance(given, list) else []
     seeded = [rec[fname] for rec in rows.values() if isinstance(rec[fname], str)]
@@ -257,7 +271,7 @@ def _vocabulary(
     if repeated:
         problems.append(repeated)
     distinct = list(dict.fromkeys(v.strip() for v in seeded + listed if v.strip()))
-    if len(dict.fromkeys(listed)) < limits.values:
+    if asked and len(dict.fromkeys(listed)) < limits.values:
         problems.append(
             f"{where}: {len(set(listed))} distinct value(s), {limits.values} needed "
             "(realistic, all different)"

@@ -157,6 +157,8 @@ def _initial_state(brief: Brief | None, synthesis_id: str, run_id: str | None) -
         "feedback": {},
         "partial_tasks": "",
         "rejected_tasks": [],
+        "dropped_tasks": [],
+        "task_notes": None,
         "events": [],
         "status": "running",
         "reason": None,

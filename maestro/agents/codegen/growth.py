@@ -1,5 +1,7 @@
 """The host grows the LLM's seed records into a database of real size, around the clock.
 
+Main tables grow; a catalog (plans, services, branches) is the model's whole list, never grown:
+a grown plan would pair one seed's name with another's numbers ("Talk & Text Basic", 158 GB).
 Every grown record copies one seed (its template):
 
 - enum values, booleans and nulls are kept: they say what kind of record it is (a delivered
@@ -12,7 +14,8 @@ Every grown record copies one seed (its template):
   fare paid is its sailing's fare) is copied the same way;
 - numbers are drawn near the seed's, inside the declared range (a small integer range whole);
 - text comes from the vocabulary: people's names recombined, emails made from the names, the
-  last digits of phones and street numbers redrawn.
+  last digits of a phone or street number redrawn when it is used already (numbers in other
+  text, "0800" or "Max 200GB", are kept as written).
 
 Keys continue the table's prefix (``PA1001``, ``PA1002``...); the natural identifiers a lookup
 matches on stay unique. The same seed gives the same database.
@@ -44,8 +47,8 @@ def grow(bp: Blueprint, data: SeedData, limits: DataLimits, *, seed: int = 0) ->
     rng = random.Random(seed)
     db: Database = {t: {k: dict(r) for k, r in rows.items()} for t, rows in data.records.items()}
     for e in _order(bp):
-        size = limits.catalog_size if e.catalog else limits.main_size
-        _Grower(bp, e, db, data.values[e.table], rng).fill(size)
+        if not e.catalog:  # a catalog is the model's, whole: recombined it would mix items
+            _Grower(bp, e, db, data.values[e.table], rng).fill(limits.main_size)
     return db
 
 
@@ -283,7 +286,11 @@ def _draw_text(
             rec[fname] = f"{rng.choice(firsts)} {rng.choice(lasts)}"
         else:
             fresh = [v for v in values if v not in used[fname]]
-            rec[fname] = _redraw_digits(rng.choice(fresh or values), rng)
+            value = rng.choice(fresh or values)
+            # A phone or a street number used already gets new last digits; numbers inside other
+            # text ("0800", "Max 200GB") say something and stay as written.
+            reused = value in used[fname]
+            rec[fname] = _redraw_digits(value, rng) if reused and _numbered(fname) else value
         if fname in _FIRST:
             first = rec[fname]
         elif fname in _LAST:
@@ -311,6 +318,14 @@ def _email(values: list[str], first: str | None, last: str | None, rng: random.R
     base = rng.choice(values)
     local = base.split("@")[0] if "@" in base else _ascii(base) or "guest"
     return f"{local}{rng.randint(2, 999)}@{domain}"
+
+
+#: Text fields whose digits identify rather than describe (a phone, a house number).
+_NUMBERED = ("phone", "mobile", "address", "street", "postcode", "zip", "number", "plate", "serial")
+
+
+def _numbered(fname: str) -> bool:
+    return any(w in fname for w in _NUMBERED)
 
 
 def _redraw_digits(value: str, rng: random.Random) -> str:

@@ -20,7 +20,7 @@ from maestro.agents.codegen.blueprint import (
     Operation,
 )
 from maestro.agents.codegen.conditions import Target, check_words, record_params, resolve
-from maestro.agents.codegen.data import DataLimits, text_fields
+from maestro.agents.codegen.data import DataLimits, vocabulary_fields
 from maestro.agents.codegen.example import EXAMPLE
 from maestro.agents.codegen.tools_code import tool_header
 
@@ -161,7 +161,7 @@ def data_skeleton(bp: Blueprint) -> dict[str, Any]:
                 "..." if ftype.base == "str" and not ftype.nullable else _skeleton_value(bp, ftype)
             )
         records[e.table] = [rec]
-        values[e.table] = {f: ["...", "..."] for f in text_fields(e)}
+        values[e.table] = {f: ["...", "..."] for f in vocabulary_fields(e)}
     return {"records": records, "values": values}
 
 
@@ -179,7 +179,8 @@ def data_messages(
         op = bp.operation(r.operation)
         words = "; ".join(check_words(bp, op, c) for c in r.refuse_when)
         rules.append(f"- {r.operation}: {r.rule} (applies when {words})")
-    fields = ", ".join(f"{e.table}.{f}" for e in bp.entities for f in text_fields(e))
+    fields = ", ".join(f"{e.table}.{f}" for e in bp.entities for f in vocabulary_fields(e))
+    catalogs = [e.table for e in bp.entities if e.catalog]
     lines = [
         f"Write the seed data of {bp.name}: {bp.description}",
         clock_line(bp.clock),
@@ -187,12 +188,19 @@ def data_messages(
         "Tables (X.f below is field f of the record that parameter X names):",
         *tables,
         "",
-        f"Write {limits.seeds} to {limits.seeds + 4} seed records per table, keys numbered from "
-        "1001 with each table's own prefix. The host then grows each main table to about "
-        f"{limits.main_size} records and each catalog to {limits.catalog_size}: a grown record "
-        "copies a seed's enum values, booleans and nulls, points its references at other "
-        "records, moves its dates together inside their windows, and draws its text from "
-        '"values". So:',
+        f"Write {limits.seeds} to {limits.seeds + 4} seed records per main table, keys numbered "
+        "from 1001 with each table's own prefix. The host then grows each main table to about "
+        f"{limits.main_size} records: a grown record copies a seed's enum values, booleans and "
+        "nulls, points its references at other records, moves its dates together inside their "
+        'windows, and draws its text from "values".'
+        + (
+            f" Write each catalog ({', '.join(catalogs)}) whole, {limits.catalog_size} records: "
+            "the host never grows a catalog, so each record's name, numbers and status must "
+            "describe one real item."
+            if catalogs
+            else ""
+        )
+        + " So:",
         "- give seeds of every kind the operations need: some that meet each operation's checks "
         "(below) and some that do not, and some to which each agent rule applies;",
         "- a ref field holds the key of a seed record of that table (or null where the type "
@@ -374,16 +382,18 @@ def tool_line(bp: Blueprint, op: Operation) -> str:
     return line
 
 
-def review_examples(tools: list[str]) -> list[str]:
+def review_examples(tools: list[str], tasks: list[str] | None = None) -> list[str]:
     """The answer shapes the review prompt shows (each parses with ``parse_review``)."""
     tool = tools[0] if tools else "cancel_booking"
+    task = (tasks or ["task_w001"])[0]
     return [
-        json.dumps({"verdict": "ok", "stage": "", "tool": "", "problem": ""}),
+        json.dumps({"verdict": "ok", "stage": "", "tool": "", "tasks": [], "problem": ""}),
         json.dumps(
             {
                 "verdict": "fix",
                 "stage": "tools",
                 "tool": tool,
+                "tasks": [],
                 "problem": f"{tool} accepts what rule 3 forbids.",
             }
         ),
@@ -392,7 +402,17 @@ def review_examples(tools: list[str]) -> list[str]:
                 "verdict": "fix",
                 "stage": "blueprint",
                 "tool": "",
+                "tasks": [],
                 "problem": "Missing operation: no tool finds a customer by email, which rule 1 needs.",
+            }
+        ),
+        json.dumps(
+            {
+                "verdict": "fix",
+                "stage": "tasks",
+                "tool": "",
+                "tasks": [task],
+                "problem": f"{task} asks the agent for a change that rule 4 forbids.",
             }
         ),
     ]
@@ -405,9 +425,10 @@ def review_messages(
     tasks: list[str],
     previous: str | None,
     feedback: str | None,
+    task_ids: list[str] | None = None,
 ) -> Messages:
     names = [op.name for op in bp.operations]
-    examples = "\n".join(review_examples(names))
+    examples = "\n".join(review_examples(names, task_ids))
     lines = [
         f"Check that the policy, tools and tasks of {bp.name} ({bp.description}) agree with each "
         "other and that the tools let the agent do what the policy and tasks need.",
@@ -418,11 +439,14 @@ def review_messages(
         "Rules the agent upholds by refusing, which the tools deliberately accept (the refusal "
         "tasks test them; do not ask a tool to enforce them):\n"
         + ("\n".join(f"- {r.operation}: {r.rule}" for r in bp.agent_rules) or "- (none)"),
-        "Tasks:\n" + "\n".join(f"- {t}" for t in tasks),
+        "Tasks (what the customer says, the calls a correct agent makes, or the call it must "
+        "refuse):\n" + "\n".join(f"- {t}" for t in tasks),
         'Answer with one JSON object: "verdict" is "ok" when they agree, or "fix" with "stage" '
         'naming what must change: "blueprint" (an operation is missing or wrong: say which), '
         '"tools" (one tool\'s code: name it in "tool"), "policy", "tasks" or "data"; "tool" is '
-        'empty unless the stage is "tools"; "problem" is one sentence. Examples:',
+        'empty unless the stage is "tools"; "tasks" lists the ids of the tasks at fault when '
+        'the stage is "tasks" (they are dropped and replaced; leave it empty to redo them '
+        'all) and is empty otherwise; "problem" is one sentence. Examples:',
         examples,
     ]
     return chat(lines, previous, feedback)

@@ -2,15 +2,17 @@
 
 An agent rule says when the agent must refuse an operation the tool would accept. The host
 evaluates it on live state (``conditions.py``), so every refusal task's forbidden condition
-holds at the clock by construction: the walks are anchored on records the rule applies to, and a
-candidate is kept only when the rule holds of its arguments on the state the task starts from.
+holds at the clock by construction: the walks are anchored on records the rule applies to (any
+record, when the rule looks only at what the customer asks: a stolen phone's SIM), their
+parameters drawn from the values the rule names, and a candidate is kept only when the rule
+holds of its arguments on the state the task starts from.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from maestro.agents.codegen.blueprint import Blueprint
+from maestro.agents.codegen.blueprint import Blueprint, Condition, Operation
 from maestro.agents.codegen.conditions import all_hold, record_params, rooted_at
 from maestro.agents.codegen.scenarios import RefusalRule
 from maestro.domains.store import Session
@@ -30,24 +32,47 @@ def refusal_rules(bp: Blueprint) -> list[RefusalRule]:
 
         def anchors(
             session: Session, _op: Any = op, _all: Any = conditions, _r: Any = rule.refuse_when
-        ) -> list[tuple[str, str]]:
+        ) -> list[tuple[str, str]] | None:
             return _anchors(bp, _op, _all, _r, session)
 
-        out.append(RefusalRule(rule.operation, rule.rule, applies, anchors))
+        out.append(
+            RefusalRule(
+                rule.operation, rule.rule, applies, anchors, _aimed(op, list(rule.refuse_when))
+            )
+        )
     return out
 
 
 def _anchors(
     bp: Blueprint, op: Any, conditions: list[Any], refuse_when: list[Any], session: Session
-) -> list[tuple[str, str]]:
+) -> list[tuple[str, str]] | None:
     """Records of the parameter the rule looks at that meet the operation's checks and the rule
-    (conditions comparing with other parameters are left to the candidate filter)."""
+    (conditions comparing with other parameters are left to the candidate filter); None when
+    the rule looks at no record."""
     found: list[tuple[str, str]] = []
+    looked_at = False
     for param, table in record_params(bp, op).items():
         own = rooted_at(bp, op, conditions, param)
         if not any(c in own for c in refuse_when):
             continue
+        looked_at = True
         for key in session.keys(table):
             if all_hold(bp, op, own, {param: key}, session.get, bp.clock):
                 found.append((table, key))
-    return found
+    return found if looked_at else None
+
+
+def _aimed(op: Operation, refuse_when: list[Condition]) -> dict[str, list[Any]]:
+    """Values of the parameters a rule tests that make it apply (``$reason`` in [stolen]: the
+    customer asks for a SIM for a stolen phone; ``$amount`` at_least 200: they ask for 200)."""
+    out: dict[str, list[Any]] = {}
+    for c in refuse_when:
+        name = c.check[1:] if c.check.startswith("$") else None
+        if name not in op.params:
+            continue
+        constant = not (isinstance(c.value, str) and c.value.startswith("$"))
+        if c.test == "in" and isinstance(c.value, list):
+            out[str(name)] = list(c.value)
+        elif c.test in ("equals", "at_least", "at_most") and constant and c.value is not None:
+            out[str(name)] = [c.value]
+    return out

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from maestro.domains.package import Domain
-from maestro.domains.toolgraph import Walk, related_records
+from maestro.domains.walks import Walk, related_records
 
 _POLICY_CHARS = 6000
 _RESULT_CHARS = 700
@@ -45,7 +45,7 @@ A correct conversation makes these tool calls, in this order (results shown):
 
 # Records involved (from the live database)
 {records}
-
+{notes}
 # Your job
 Write the customer's side: who they are, why they call, what they know, and how to behave, so
 that a simulated customer can play it. The customer is one person, the one these records belong
@@ -67,27 +67,46 @@ REFUSAL_PROMPT = """You write test scenarios for a customer-service AI agent of 
 # The agent's policy
 {policy}
 
-# Candidate requests
-Each is a change the system would technically accept right now:
+# {heading}
 {candidates}
 {rule}
 # Records involved (from the live database)
 {records}
-
+{notes}
 # Your job
-Pick the one candidate that the policy FORBIDS in this situation (the agent must refuse it), and
-write a customer who asks for it, today. The customer is one person, the owner of the records of
-that candidate. If the policy forbids none of them, answer with {none} (the other keys may be
-left out or null). "rule" names the policy rule; "communicate_info" lists 1 to 3 short phrases
-copied exactly from the policy text that the agent must say when refusing; "nl_assertions" say
-what the agent must and must not do. The customer's known_info must hold the exact values the chosen
-candidate says the customer gives and the details the policy needs to verify their identity,
-copied from their record above.
+{job} The customer is one person, the owner of the records of that candidate.
+"rule" names the policy rule; "communicate_info" lists 1 to 3 short phrases copied exactly from
+the policy text that the agent must say when refusing; "nl_assertions" say what the agent must
+and must not do. The customer's known_info must hold the exact values the candidate says the
+customer gives (among them the details the policy needs to verify their identity, from their
+own record above).
 
 Be brief: every text value is one or two sentences, all of them strings (no nested objects);
 unknown_info is a string or null.
 Answer with one JSON object only, no other text, with exactly these keys:
 {shape}"""
+
+#: A rule's refusal: the one candidate is forbidden by construction (the rule holds of it now).
+_RULE_HEADING = "The request"
+_RULE_JOB = (
+    "The customer asks for candidate 1 today, and the policy forbids it: the agent must refuse. "
+    'Write that customer, with "candidate": 1. If you find that the policy does not forbid it '
+    "after all, answer with {none} (the other keys may be left out or null)."
+)
+#: Without a rule, the candidates are writes the tools accept; the model judges the policy.
+_PICK_HEADING = "Candidate requests"
+_PICK_JOB = (
+    "Pick one candidate that the policy FORBIDS in this situation (the agent must refuse it; "
+    "when several are forbidden, pick any one of them), and write a customer who asks for it, "
+    "today. If the policy forbids none of them, answer with {none} (the other keys may be left "
+    "out or null)."
+)
+
+#: Where a reviewer's finding on earlier tasks goes, for the writer to avoid.
+_NOTES = (
+    "\n# A reviewer's finding on earlier tasks of this domain\n{notes}\nWrite this one so "
+    "that it does not have that problem.\n"
+)
 
 
 def clip(text: str, limit: int) -> str:
@@ -123,7 +142,11 @@ def _values(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in values.items()) or "(none)"
 
 
-def walk_prompt(domain: Domain, walk: Walk) -> str:
+def _notes(notes: str | None) -> str:
+    return _NOTES.format(notes=notes) if notes else ""
+
+
+def walk_prompt(domain: Domain, walk: Walk, notes: str | None = None) -> str:
     calls = "\n".join(
         f"{i}. {s.name}({json.dumps(s.arguments, default=str)}) -> {clip(s.content, _RESULT_CHARS)}"
         for i, s in enumerate(walk.steps, start=1)
@@ -136,23 +159,34 @@ def walk_prompt(domain: Domain, walk: Walk) -> str:
         records=records_text(domain, [walk]),
         user_values=_values(walk.user_values),
         shape=json.dumps(SCENARIO_SHAPE),
+        notes=_notes(notes),
     )
 
 
-def refusal_prompt(domain: Domain, group: list[Walk], rule: str | None) -> str:
+def refusal_prompt(
+    domain: Domain, group: list[Walk], rule: str | None, notes: str | None = None
+) -> str:
+    """One candidate forbidden by ``rule``, or (no rule) candidates to pick a forbidden one of."""
     candidates = "\n".join(
         f"{i}. {w.writes[0].name}({json.dumps(w.writes[0].arguments, default=str)}); the "
         f"customer gives {_values(w.user_values)}"
         for i, w in enumerate(group, start=1)
     )
-    hint = f"\nThe policy's rule that applies to them: {rule}\n" if rule is not None else ""
+    none = json.dumps(REFUSAL_NONE)
+    if rule is not None:
+        heading, job = _RULE_HEADING, _RULE_JOB.format(none=none)
+        hint = f"\nThe policy's rule that forbids it: {rule}\n"
+    else:
+        heading, job, hint = _PICK_HEADING, _PICK_JOB.format(none=none), ""
     return REFUSAL_PROMPT.format(
         description=_description(domain),
         clock=clock_text(domain),
         policy=clip(domain.policy, _POLICY_CHARS),
+        heading=heading,
         candidates=candidates,
         rule=hint,
         records=records_text(domain, group),
-        none=json.dumps(REFUSAL_NONE),
+        notes=_notes(notes),
+        job=job,
         shape=json.dumps(REFUSAL_SHAPE),
     )

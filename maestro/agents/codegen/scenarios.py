@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -43,26 +43,29 @@ from maestro.domains.models import (
 )
 from maestro.domains.package import Domain, replay_gold
 from maestro.domains.store import Session
-from maestro.domains.toolgraph import Walk, build_tool_graph, sample_walks
+from maestro.domains.toolgraph import WalkGuide, build_tool_graph
+from maestro.domains.walks import Walk, sample_walks, without_rules
 from maestro.scoring.conformance import check_task
 
 #: How often a malformed or ungrounded answer is sent back before the walk is rejected.
 DEFAULT_ATTEMPTS = 3
-#: Refusal candidates shown to the model in one request (a rule's: at most two).
+#: Refusal candidates shown to the model in one request when no rule says which are forbidden
+#: (the model picks one the policy forbids); a rule's refusal shows the one it forbids.
 CANDIDATES_PER_REFUSAL = 4
-CANDIDATES_PER_RULE = 2
 
 
 @dataclass(frozen=True)
 class RefusalRule:
     """A rule the agent upholds and the tools do not: refuse ``operation`` when ``applies``
     holds of its arguments on the state the task starts from. ``anchors`` lists the records it
-    may apply to (walks start there)."""
+    may apply to (walks start there; None: it looks at no record, any will do); ``aimed``
+    gives values of parameters that make it apply."""
 
     operation: str
     rule: str
     applies: Callable[[dict[str, Any], Session], bool]
-    anchors: Callable[[Session], list[tuple[str, str]]]
+    anchors: Callable[[Session], list[tuple[str, str]] | None]
+    aimed: dict[str, list[Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -221,22 +224,21 @@ def plan_walks(
     seed: int = 0,
     refusals: int = 0,
     rules: list[RefusalRule] | None = None,
-    min_reads: int = 0,
+    guide: WalkGuide | None = None,
+    exclude: Sequence[str] = (),
 ) -> tuple[list[Walk], list[RefusalPlan]]:
     """The walks ``synthesize_tasks`` dresses for this seed, and its refusal requests. No model
-    call.
+    call. ``exclude`` holds signatures no walk may take (tasks a reviewer dropped).
 
-    With ``rules``, each refusal takes its turn of the rules and its candidates are single
-    writes of the rule's operation, started from records the rule applies to and kept only
-    when it holds of their arguments; without, each gets ``CANDIDATES_PER_REFUSAL`` random
-    single writes and the model judges them against the policy."""
-    graph = build_tool_graph(domain, seed=seed)
-    existing = [_task_signature(t) for t in domain.tasks]
-    # A chain of reads long enough to start from what a customer knows (a lookup by email).
-    max_reads = 3 if min_reads else 2
-    walks = sample_walks(
-        domain, graph, n, seed=seed, exclude=existing, min_reads=min_reads, max_reads=max_reads
-    )
+    With ``rules``, each refusal takes its turn of the rules and has one candidate: a single
+    write of the rule's operation, started from a record the rule applies to, its parameters
+    drawn from the values the rule names, kept only when the rule holds of its arguments.
+    Without, each gets ``CANDIDATES_PER_REFUSAL`` random single writes and the model judges them
+    against the policy. With a ``guide`` (a synthesized domain's), walks follow it: the identity
+    lookup first, parameters from their own fields, nothing an agent rule forbids."""
+    graph = build_tool_graph(domain, seed=seed, guide=guide)
+    existing = [task_signature(domain, t) for t in domain.tasks] + list(exclude)
+    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing, guide=guide)
     taken = existing + [w.signature() for w in walks]
     plans: list[RefusalPlan] = []
     if rules:
@@ -246,16 +248,16 @@ def plan_walks(
             group = sample_walks(
                 domain,
                 graph,
-                CANDIDATES_PER_RULE,
+                1,
                 seed=seed + 7919 + j,
-                min_reads=min_reads,
-                max_reads=max_reads,
                 max_writes=1,
                 optional_rate=0.6,
                 exclude=taken,
                 tools=[rule.operation],
                 anchors=rule.anchors(start),
                 keep=_applies(rule, start),
+                guide=without_rules(guide),
+                pinned=rule.aimed,
             )
             taken += [w.signature() for w in group]
             plans.append(RefusalPlan(group, rule))
@@ -269,6 +271,7 @@ def plan_walks(
         max_writes=1,
         optional_rate=0.6,
         exclude=existing,
+        guide=without_rules(guide),
     )
     for j in range(refusals):
         plans.append(
@@ -296,20 +299,24 @@ async def synthesize_tasks(
     attempts: int = DEFAULT_ATTEMPTS,
     concurrency: int = 4,
     rules: list[RefusalRule] | None = None,
-    min_reads: int = 0,
+    guide: WalkGuide | None = None,
+    exclude: Sequence[str] = (),
+    notes: str | None = None,
 ) -> TaskSynthesis:
     """Up to ``n`` walk tasks and ``refusals`` refusal tasks for a domain, all ``synthesized``.
 
     Every task passes the loader's task checks and the conformance yardsticks (gold scores 1,
     doing nothing scores 0, the perturbed or forbidden call scores 0); its ids never collide
     with the domain's own. Works on library domains ("more tasks for them") and generated ones
-    (whose agent rules come as ``rules``). Model calls go out with the episode name
+    (whose agent rules come as ``rules``, and what the blueprint says of the walks as
+    ``guide``); ``notes`` (a reviewer's finding on earlier tasks) go into every prompt, and
+    ``exclude`` names walk signatures not to take again. Model calls go out with the episode name
     ``synthesis/<domain>/walk-<i>`` or ``.../refusal-<j>`` on the ``codegen`` role, with the
     answer's JSON Schema as ``response_format``. The same seed samples the same walks.
     """
     out = TaskSynthesis()
     walks, plans = plan_walks(
-        domain, n=n, seed=seed, refusals=refusals, rules=rules, min_reads=min_reads
+        domain, n=n, seed=seed, refusals=refusals, rules=rules, guide=guide, exclude=exclude
     )
     out.walks = len(walks)
     if len(walks) < n:
@@ -320,7 +327,7 @@ async def synthesize_tasks(
 
     async def one(kind: str, i: int, plan: RefusalPlan) -> Task | None:
         async with gate:
-            return await _synthesize_one(domain, client, kind, i, plan, out, attempts)
+            return await _synthesize_one(domain, client, kind, i, plan, out, attempts, notes)
 
     jobs = [one("walk", i, RefusalPlan([w])) for i, w in enumerate(walks)]
     for j, plan in enumerate(plans):
@@ -356,14 +363,15 @@ async def _synthesize_one(
     plan: RefusalPlan,
     out: TaskSynthesis,
     attempts: int,
+    notes: str | None = None,
 ) -> Task | None:
     episode = f"synthesis/{domain.id}/{kind}-{index}"
     refusal = kind == "refusal"
     group = plan.group
     if refusal:
-        prompt = refusal_prompt(domain, group, plan.rule.rule if plan.rule else None)
+        prompt = refusal_prompt(domain, group, plan.rule.rule if plan.rule else None, notes)
     else:
-        prompt = walk_prompt(domain, group[0])
+        prompt = walk_prompt(domain, group[0], notes)
     fmt = _REFUSAL_FORMAT if refusal else _SCENARIO_FORMAT
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
@@ -422,7 +430,8 @@ def _walk_task(domain: Domain, walk: Walk, draft: ScenarioDraft) -> Task:
             arguments=s.arguments,
             compare_args=list(s.grounded),
         )
-        for i, s in enumerate(walk.writes, start=1)
+        # The identity lookup the policy asks for first, then the writes.
+        for i, s in enumerate(walk.required, start=1)
     ]
     path = " -> ".join(s.name for s in walk.steps)
     return Task(
@@ -437,7 +446,7 @@ def _walk_task(domain: Domain, walk: Walk, draft: ScenarioDraft) -> Task:
             nl_assertions=draft.nl_assertions,
             reward_basis=[RewardType.DB, RewardType.ACTION, RewardType.NL_ASSERTION],
         ),
-        category="single_write" if len(actions) == 1 else "multi_write",
+        category="single_write" if len(walk.writes) == 1 else "multi_write",
     )
 
 
@@ -528,11 +537,11 @@ def task_problems(domain: Domain, task: Task) -> list[str]:
     return check_task(domain, task).problems
 
 
-def _task_signature(task: Task) -> str:
+def task_signature(domain: Domain, task: Task) -> str:
     """The signature a walk of this task's gold writes would have (see Walk.signature)."""
-    return json.dumps(
-        [[a.name, a.compared()] for a in task.gold_actions], sort_keys=True, default=str
-    )
+    specs = domain.toolkit.specs
+    writes = [a for a in task.gold_actions if a.name in specs and specs[a.name].kind == "write"]
+    return json.dumps([[a.name, a.compared()] for a in writes], sort_keys=True, default=str)
 
 
 # ----- more tasks for a library domain ----------------------------------------------------------

@@ -22,6 +22,7 @@ from maestro.agents.codegen import prompts
 from maestro.agents.codegen.answers import (
     ParseError,
     ReviewAnswer,
+    ReviewFinding,
     extract_code,
     extract_json,
     parse_review,
@@ -41,10 +42,11 @@ from maestro.agents.codegen.data import (
 )
 from maestro.agents.codegen.example import copies_example
 from maestro.agents.codegen.growth import grow
+from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.refusals import refusal_rules
 from maestro.agents.codegen.render import db_json, manifest_json, models_source
-from maestro.agents.codegen.scenarios import synthesize_tasks, tasks_jsonl
+from maestro.agents.codegen.scenarios import synthesize_tasks, task_signature, tasks_jsonl
 from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.codegen.verify import run_tests
@@ -397,6 +399,7 @@ class SynthesisTeam:
         refusals_kept = sum(t.category == "refusal" for t in kept)
         root = self._package(state, {**state["files"], "tasks.jsonl": kept_lines})
         seed = cfg.seed + attempts["tasks"] - 1  # a retry samples other walks
+        dropped = [Task.model_validate_json(line) for line in state.get("dropped_tasks", [])]
         try:
             with load_sandboxed_domain(root, self.limits, check_gold=False) as domain:
                 found = await synthesize_tasks(
@@ -406,19 +409,25 @@ class SynthesisTeam:
                     seed=seed,
                     refusals=max(0, cfg.refusals - refusals_kept),
                     rules=refusal_rules(bp),
-                    min_reads=1,
+                    guide=walk_guide(bp),
+                    # What the reviewer refused is not made again, and its finding is told.
+                    exclude=[task_signature(domain, t) for t in dropped],
+                    notes=state.get("task_notes"),
                 )
         except DomainLoadError as exc:
             error = "; ".join(str(p) for p in exc.problems)
             return self._failed(state, att, "tasks", error, attempts=attempts)
-        rejected = [f"{reason}: {detail}" for reason, detail in found.rejected]
+        rejected = state.get("rejected_tasks", []) + [
+            f"{reason}: {detail}" for reason, detail in found.rejected
+        ]
         made = kept + found.tasks
         refusals = sum(t.category == "refusal" for t in made)
         lines = tasks_jsonl(made)
         if len(made) < cfg.min_tasks or refusals < cfg.min_refusals:
             error = (
                 f"{len(made)} task(s) ({refusals} refusals) survived, {cfg.min_tasks} "
-                f"({cfg.min_refusals} refusals) needed; " + "; ".join(rejected[:4])
+                f"({cfg.min_refusals} refusals) needed; "
+                + "; ".join(f"{r}: {d}" for r, d in found.rejected[:4])
             )
             failed = self._failed(
                 state, att, "tasks", error, attempts=attempts, rejected_tasks=rejected
@@ -428,7 +437,7 @@ class SynthesisTeam:
         files = {**state["files"], "tasks.jsonl": lines}
         detail = (
             f"{len(made)} tasks ({refusals} refusals) from {found.walks} walks, "
-            f"{len(rejected)} rejected"
+            f"{len(found.rejected)} rejected"
         )
         return self._ok(
             state,
@@ -449,16 +458,20 @@ class SynthesisTeam:
         bp = Blueprint.model_validate(state["blueprint"])
         files = state["files"]
         tools = [prompts.tool_line(bp, op) for op in bp.operations]
-        tasks = [_task_line(line) for line in files["tasks.jsonl"].splitlines() if line.strip()]
+        lines = [line for line in files["tasks.jsonl"].splitlines() if line.strip()]
+        tasks = [Task.model_validate_json(line) for line in lines]
+        ids = [t.id for t in tasks]
         previous, feedback = self._retry(state, "review")
-        messages = prompts.review_messages(bp, files["policy.md"], tools, tasks, previous, feedback)
+        messages = prompts.review_messages(
+            bp, files["policy.md"], tools, [task_line(t) for t in tasks], previous, feedback, ids
+        )
         text = await self._ask(state, messages, response_format("review", ReviewAnswer))
         drafts = {**state.get("drafts", {}), "review": text}
         try:
-            verdict = parse_review(text, [op.name for op in bp.operations])
+            finding = parse_review(text, [op.name for op in bp.operations], ids)
         except ParseError as exc:
             return self._failed(state, att, "review", str(exc), attempts=attempts, drafts=drafts)
-        if verdict is None:
+        if finding is None:
             return self._ok(
                 state,
                 att,
@@ -467,12 +480,43 @@ class SynthesisTeam:
                 drafts=drafts,
                 route="finalize",
             )
-        owner, problem = verdict
         update: Update = {"attempts": attempts, "drafts": drafts}
-        if owner.startswith("tools:"):
-            name = owner.split(":", 1)[1]
+        if finding.owner == "tasks":
+            return self._tasks_refused(state, att, finding, lines, **update)
+        if finding.owner.startswith("tools:"):
+            name = finding.owner.split(":", 1)[1]
             update["tools"] = {k: v for k, v in state["tools"].items() if k != name}
-        return self._failed(state, att, owner, f"the reviewer found: {problem}", **update)
+        return self._failed(
+            state, att, finding.owner, f"the reviewer found: {finding.problem}", **update
+        )
+
+    def _tasks_refused(
+        self, state: SynthesisState, att: _Attempt, finding: ReviewFinding, lines: list[str],
+        **update: Any,
+    ) -> Update:  # fmt: skip
+        """The reviewer's tasks are dropped (all, when it names none) and never made again; the
+        rest are kept. When enough remain the domain goes on to be finalized; otherwise the
+        tasks stage makes more, told the finding."""
+        cfg = self.config
+        flagged = set(finding.tasks) or {Task.model_validate_json(x).id for x in lines}
+        kept = [x for x in lines if Task.model_validate_json(x).id not in flagged]
+        dropped = [x for x in lines if x not in kept]
+        refusals = sum(Task.model_validate_json(x).category == "refusal" for x in kept)
+        why = f"the reviewer found: {finding.problem}"
+        update["dropped_tasks"] = state.get("dropped_tasks", []) + dropped
+        update["rejected_tasks"] = state.get("rejected_tasks", []) + [
+            f"review: {Task.model_validate_json(x).id}: {finding.problem}" for x in dropped
+        ]
+        update["task_notes"] = finding.problem
+        if len(kept) >= cfg.min_tasks and refusals >= cfg.min_refusals:
+            files = {**state["files"], "tasks.jsonl": "".join(x + "\n" for x in kept)}
+            detail = f"dropped {len(dropped)} task(s) the reviewer flagged; {len(kept)} remain"
+            return self._ok(
+                state, att, f"{detail} ({why})", files=files, route="finalize", **update
+            )
+        failed = self._failed(state, att, "tasks", why, **update)
+        failed["partial_tasks"] = "".join(x + "\n" for x in kept)
+        return failed
 
     async def finalize(self, state: SynthesisState) -> Update:
         """Write the package under the run folder and check it once more in the sandbox."""
@@ -505,11 +549,17 @@ def bp_tables(bp: BlueprintDraft) -> set[str]:
     return {e.table for e in bp.entities}
 
 
-def _task_line(line: str) -> str:
-    task = json.loads(line)
-    crit = task.get("evaluation_criteria", {})
-    calls = [a["name"] for a in crit.get("actions", [])]
-    forbidden = [a["name"] for a in crit.get("forbidden_actions", [])]
-    said = task["user_scenario"]["instructions"]["reason_for_call"]
-    out = f"{task['id']}: customer says {said!r}; gold calls {calls}"
-    return out + (f"; must refuse {forbidden}" if forbidden else "")
+def task_line(task: Task) -> str:
+    """One task as the reviewer sees it: what the customer says, and the calls (with their
+    arguments) a correct agent makes or must refuse."""
+
+    def call(name: str, args: dict[str, Any]) -> str:
+        shown = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in args.items())
+        return f"{name}({shown})"
+
+    crit = task.evaluation_criteria
+    said = task.user_scenario.instructions.reason_for_call
+    calls = [call(a.name, a.arguments) for a in crit.actions]
+    out = f"{task.id}: customer says {said!r}; gold calls [{'; '.join(calls)}]"
+    forbidden = [call(a.name, a.arguments) for a in crit.forbidden_actions]
+    return out + (f"; must refuse [{'; '.join(forbidden)}]" if forbidden else "")

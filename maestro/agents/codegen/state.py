@@ -105,8 +105,12 @@ class SynthesisState(TypedDict, total=False):
     feedback: dict[str, str]
     #: Tasks a failed tasks attempt kept (tasks.jsonl lines); the next attempt adds to them.
     partial_tasks: str
-    #: Tasks the task synthesis rejected, with why.
+    #: Tasks the task synthesis or the reviewer rejected, with why.
     rejected_tasks: list[str]
+    #: Tasks the reviewer refused (tasks.jsonl lines): never made again.
+    dropped_tasks: list[str]
+    #: The reviewer's last finding on the tasks, told to the scenario writers.
+    task_notes: str | None
     events: Annotated[list[dict[str, Any]], operator.add]
     #: The node to run next.
     route: str

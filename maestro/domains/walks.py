@@ -1,0 +1,434 @@
+"""State-grounded walks over the tool graph (PROVE): the calls a task's conversation makes.
+
+A walk is one customer's conversation about their own records. It starts from a record that
+exists, fills every argument inside a :class:`~maestro.domains.toolgraph.Scope` (records of one
+person, or of nobody), and ends in one or two writes, each of which must change the state, be
+allowed (no agent rule of the guide forbids it on the state it runs on) and not be pointless (a
+plan changed to the plan the customer is on). Before the writes come the reads a person's
+conversation needs: the guide's identity lookup, called with the owner's own identifiers, then
+reads whose answers show keys the writes take (a customer's bills before a bill dispute). Every
+walk is executed on a fresh session; the same seed gives the same walks.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from maestro.domains.package import Domain, replay_calls
+from maestro.domains.sdk import ToolKind
+from maestro.domains.store import Session
+from maestro.domains.toolgraph import (
+    Scope,
+    ToolGraph,
+    ToolNode,
+    WalkGuide,
+    fill,
+    loads,
+    strings,
+)
+
+Call = tuple[ToolNode, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class WalkStep:
+    """One executed call of a walk."""
+
+    name: str
+    kind: ToolKind
+    arguments: dict[str, Any]
+    #: Arguments a correct call must repeat exactly (everything but free text).
+    grounded: tuple[str, ...]
+    content: str
+
+
+@dataclass
+class Walk:
+    """Calls that all succeed on a fresh session, ending in at least one state-changing write."""
+
+    steps: list[WalkStep]
+    #: Every (table, key) an argument refers to; all exist when the walk starts.
+    entities: list[tuple[str, str]]
+    #: Argument values the customer must give: all but the keys an earlier answer shows.
+    user_values: dict[str, Any]
+    expected_state_hash: str
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    #: The person the walk is about (table, key); None when it is about nobody's records.
+    owner: tuple[str, str] | None = None
+    #: The identity lookup it starts with (the guide's), when it has one.
+    identified: bool = False
+
+    @property
+    def writes(self) -> list[WalkStep]:
+        return [s for s in self.steps if s.kind == "write"]
+
+    @property
+    def reads(self) -> list[WalkStep]:
+        return [s for s in self.steps if s.kind == "read"]
+
+    @property
+    def required(self) -> list[WalkStep]:
+        """The calls a correct conversation must make: the identity lookup and the writes."""
+        return ([self.steps[0]] if self.identified else []) + self.writes
+
+    def signature(self) -> str:
+        """The writes with their grounded arguments: two walks with one signature are one task."""
+        return json.dumps(
+            [[s.name, {k: s.arguments[k] for k in s.grounded}] for s in self.writes],
+            sort_keys=True,
+            default=str,
+        )
+
+
+@dataclass(frozen=True)
+class WalkOptions:
+    """What walks to sample: their length, and where they may start."""
+
+    #: Reads that discover the keys the writes take (the identity lookup aside).
+    max_reads: int = 2
+    #: How likely a key of the customer's own records that no earlier answer shows is found by
+    #: a read (else the customer gives it: an order number from their email); keys of shared
+    #: records (a plan, a sailing) are always looked up when a read shows them.
+    discover: float = 0.7
+    max_writes: int = 2
+    optional_rate: float = 0.25
+    #: Only these write tools start a walk; None: any write.
+    tools: tuple[str, ...] | None = None
+    #: Records a walk starts from; None: any record of the first write's anchor table.
+    anchors: tuple[tuple[str, str], ...] | None = None
+    #: Values the first write's parameters are drawn from (a refusal aims at its rule's values).
+    pinned: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    guide: WalkGuide = field(default_factory=WalkGuide)
+
+
+def sample_walks(
+    domain: Domain,
+    graph: ToolGraph,
+    n: int,
+    *,
+    seed: int = 0,
+    max_reads: int = 2,
+    max_writes: int = 2,
+    optional_rate: float = 0.25,
+    attempts_per_walk: int = 40,
+    exclude: Sequence[str] = (),
+    tools: Sequence[str] | None = None,
+    anchors: Sequence[tuple[str, str]] | None = None,
+    keep: Callable[[Walk], bool] | None = None,
+    guide: WalkGuide | None = None,
+    pinned: Mapping[str, Sequence[Any]] | None = None,
+    discover: float = 0.7,
+) -> list[Walk]:
+    """Up to ``n`` distinct walks (by :meth:`Walk.signature`), each grounded and executed.
+
+    ``exclude`` holds signatures already taken (the domain's existing tasks). ``tools`` and
+    ``anchors`` restrict where walks start (a refusal's operation, records its rule applies
+    to); ``keep`` drops walks it refuses. ``guide`` says what the tool signatures cannot (the
+    identity lookup, the fields parameters take, the calls an agent rule forbids: a refusal
+    walk passes a guide without ``forbids``). Fewer than ``n`` come back when the attempts run
+    out: the domain's state allows no more.
+    """
+    options = WalkOptions(
+        max_reads=max_reads,
+        discover=discover,
+        max_writes=max_writes,
+        optional_rate=optional_rate,
+        tools=tuple(tools) if tools is not None else None,
+        anchors=tuple(anchors) if anchors is not None else None,
+        pinned=dict(pinned or {}),
+        guide=guide or WalkGuide(),
+    )
+    rng = random.Random(seed)
+    writes = sorted(graph.writes(), key=lambda w: w.name)
+    starts = [w for w in writes if options.tools is None or w.name in options.tools]
+    taken = set(exclude)
+    walks: list[Walk] = []
+    if not starts or options.anchors == ():
+        return walks
+    # Each walk starts with the write that has the fewest walks so far (ten failed attempts
+    # count as one), so the tasks cover what the desk does rather than what is easiest to walk.
+    made = dict.fromkeys((w.name for w in starts), 0.0)
+    for _ in range(n * attempts_per_walk):
+        if len(walks) >= n:
+            break
+        first = min(starts, key=lambda w: (made[w.name], rng.random()))
+        n_writes = 1 if max_writes < 2 or rng.random() < 0.7 else 2
+        walk = _try_walk(domain, graph, writes, first, rng, n_writes, options)
+        if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
+            made[first.name] += 0.1
+            continue
+        made[first.name] += 1
+        taken.add(walk.signature())
+        walks.append(walk)
+    return walks
+
+
+def without_rules(guide: WalkGuide | None) -> WalkGuide:
+    """The guide for refusal walks: everything but the agent rules, which they aim at."""
+    return replace(guide or WalkGuide(), forbids=None)
+
+
+def _try_walk(
+    domain: Domain,
+    graph: ToolGraph,
+    writes: Sequence[ToolNode],
+    first: ToolNode,
+    rng: random.Random,
+    n_writes: int,
+    options: WalkOptions,
+) -> Walk | None:
+    guide = options.guide
+    tables = [p.table for p in first.params if p.table and p.required]
+    session = domain.start_session()
+    scope = Scope.of(domain, session, graph.people)
+    if options.anchors is not None:
+        pool = [a for a in options.anchors if a[0] in tables]
+        if not pool:
+            return None
+        table, key = rng.choice(pool)
+        if not scope.anchor(table, rng, key=key):
+            return None
+    elif tables and not scope.anchor(tables[0], rng):
+        return None
+    calls: list[Call] = []
+    for i in range(n_writes):
+        # A second write is another kind of request (two SIM orders in one call read oddly).
+        others = [w for w in writes if all(w.name != c[0].name for c in calls)]
+        if i > 0 and not others:
+            return None
+        node = first if i == 0 else rng.choice(others)
+        pinned = options.pinned if i == 0 else None
+        args = fill(scope, node.params, rng, optional_rate=options.optional_rate, pinned=pinned)
+        if args is None or not _allowed(domain, guide, node, args, session, scope):
+            return None
+        before = session.state_hash()
+        out = domain.toolkit.call(session, node.name, args)
+        if not out.ok or session.state_hash() == before:
+            return None  # refused, or it changed nothing: not a step of a conversation
+        calls.append((node, args))
+    if guide.identify and scope.owner is None:
+        return None  # a desk conversation is about a customer's records
+    lead = _lead_in(domain, graph, calls, scope, rng, options)
+    if lead is None:
+        return None
+    return _execute(domain, lead + calls, scope.owner, identified=bool(guide.identify))
+
+
+def _allowed(
+    domain: Domain, guide: WalkGuide, node: ToolNode, args: dict[str, Any], session: Session,
+    scope: Scope,
+) -> bool:  # fmt: skip
+    """Whether a write may be a step: no agent rule forbids it on this state, and it is not a
+    change to what already holds."""
+    if guide.forbids is not None and guide.forbids(node.name, args, session):
+        return False
+    if guide.pointless is not None and guide.pointless(node.name, args, session):
+        return False
+    return not _repeats_a_reference(domain, node, args, scope)
+
+
+def _repeats_a_reference(
+    domain: Domain, node: ToolNode, args: dict[str, Any], scope: Scope
+) -> bool:
+    """A "new" record that is already the current one: ``change_plan(customer_id, new_plan_id)``
+    when the customer's ``plan_id`` is ``new_plan_id``. Only a parameter named otherwise than
+    its table's key (``new_plan_id``) says "another one"; one named like the key may select the
+    record referred to (``return_item(order_id, product_id)``)."""
+    for p in node.params:
+        value = args.get(p.name)
+        if not p.table or not isinstance(value, str):
+            continue
+        if p.name == domain.tables[p.table].key_field:
+            continue
+        for q in node.params:
+            other = args.get(q.name)
+            if q is p or not q.table or not isinstance(other, str):
+                continue
+            record = scope.session.get(q.table, other) or {}
+            refs = scope.refs.get(q.table, {})
+            if any(t == p.table and record.get(f) == value for f, t in refs.items()):
+                return True
+    return False
+
+
+def _lead_in(
+    domain: Domain,
+    graph: ToolGraph,
+    calls: Sequence[Call],
+    scope: Scope,
+    rng: random.Random,
+    options: WalkOptions,
+) -> list[Call] | None:
+    """The reads before the writes: the identity lookup with the owner's own values, then reads
+    whose answers show keys the writes take. None when the lookup does not find the owner."""
+    session = domain.start_session()
+    lead: list[Call] = []
+    shown: set[str] = set()
+    identify = options.guide.identify
+    skip = {identify} if identify else set()
+    if identify and scope.owner is not None:
+        call = _identify(graph.nodes[identify], session, scope.owner)
+        out = domain.toolkit.call(session.fork(), identify, call[1]) if call else None
+        answer = set(strings(loads(out.content))) if out and out.ok else set()
+        if call is None or scope.owner[1] not in answer:
+            return None
+        lead.append(call)
+        shown |= answer
+    budget = options.max_reads
+    for node, args in calls:
+        for p in node.params:
+            if not p.table or p.name not in args:
+                continue
+            values = args[p.name] if isinstance(args[p.name], list) else [args[p.name]]
+            for v in values:
+                if str(v) in shown or budget <= 0:
+                    continue
+                # A customer may know their order number, not a catalog's key (a plan's PL1003):
+                # shared records are always looked up when a read shows them.
+                if scope.owners(p.table, str(v)) and rng.random() >= options.discover:
+                    continue
+                found = _discover(domain, graph, session, scope, str(v), shown, rng, budget, skip)
+                lead += found
+                budget -= len(found)
+    return lead
+
+
+def _identify(node: ToolNode, session: Session, owner: tuple[str, str]) -> Call | None:
+    """The identity lookup called with the owner's own identifiers (from their record)."""
+    record = session.get(*owner) or {}
+    args: dict[str, Any] = {}
+    for p in node.params:
+        if p.column and p.column[0] == owner[0] and record.get(p.column[1]) is not None:
+            args[p.name] = record[p.column[1]]
+        elif p.required:
+            return None
+    return node, args
+
+
+def _discover(
+    domain: Domain,
+    graph: ToolGraph,
+    session: Session,
+    scope: Scope,
+    value: str,
+    shown: set[str],
+    rng: random.Random,
+    budget: int,
+    skip: set[str],
+) -> list[Call]:
+    """The shortest reads (at most ``budget``) whose last answer shows ``value`` and whose
+    keys an earlier answer shows (or the customer knows: not their own record's key); the
+    answers join ``shown``. Empty when none does."""
+    found: list[tuple[list[Call], set[str]]] = []
+    for node in sorted(graph.nodes.values(), key=lambda n: n.name):
+        if budget <= 0 or node.kind != "read" or node.name in skip:
+            continue
+        args = fill(scope, node.params, rng, optional_rate=0.0, exact=True)
+        if args is None or value in {str(a) for a in args.values()}:
+            continue  # a read handed the value does not discover it
+        seen = set(shown)
+        chain = _keys_known(domain, graph, session, scope, node, args, seen, rng, budget - 1, skip)
+        if chain is None:
+            continue
+        out = domain.toolkit.call(session.fork(), node.name, args)
+        answer = set(strings(loads(out.content))) if out.ok else set()
+        if value in answer:
+            found.append(([*chain, (node, args)], seen | answer))
+    if not found:
+        return []
+    shortest = min(len(c) for c, _ in found)
+    chain, now_shown = rng.choice([f for f in found if len(f[0]) == shortest])
+    shown |= now_shown
+    return chain
+
+
+def _keys_known(
+    domain: Domain,
+    graph: ToolGraph,
+    session: Session,
+    scope: Scope,
+    node: ToolNode,
+    args: dict[str, Any],
+    seen: set[str],
+    rng: random.Random,
+    budget: int,
+    skip: set[str],
+) -> list[Call] | None:
+    """Reads that show the keys a read takes and no answer showed yet; None when one of them is
+    the customer's own key and no read shows it (a customer does not know their id)."""
+    chain: list[Call] = []
+    for p in node.params:
+        key = args.get(p.name)
+        if not p.table or not isinstance(key, str) or key in seen:
+            continue
+        more = _discover(
+            domain, graph, session, scope, key, seen, rng, budget - len(chain), skip | {node.name}
+        )
+        if not more and (p.table, key) == scope.owner:
+            return None
+        chain += more
+    return chain
+
+
+def _execute(
+    domain: Domain, calls: Sequence[Call], owner: tuple[str, str] | None, *, identified: bool
+) -> Walk | None:
+    result = replay_calls(domain, None, [(n.name, a) for n, a in calls])
+    if not result.ok or not result.session.diff():
+        return None
+    start = domain.start_session()
+    steps: list[WalkStep] = []
+    entities: list[tuple[str, str]] = []
+    user_values: dict[str, Any] = {}
+    shown: set[str] = set()
+    for (node, args), out in zip(calls, result.outcomes, strict=True):
+        grounded = tuple(p.name for p in node.params if p.name in args and p.grounded)
+        steps.append(WalkStep(node.name, node.kind, dict(args), grounded, out.content))
+        for p in node.params:
+            if p.name not in args:
+                continue
+            values = args[p.name] if isinstance(args[p.name], list) else [args[p.name]]
+            if p.table:
+                entities.extend((p.table, v) for v in values if start.exists(p.table, str(v)))
+            # A key an answer showed is known; any other value (a date, a reason, an email) is
+            # the customer's to give, even where an answer happens to hold the same text.
+            told = p.table is not None and all(str(v) in shown for v in values)
+            if not told and p.name not in user_values:
+                user_values[p.name] = args[p.name]
+        shown |= set(strings(loads(out.content)))
+    return Walk(
+        steps,
+        list(dict.fromkeys(entities)),
+        user_values,
+        result.session.state_hash(),
+        result.session.diff().to_json(),
+        owner,
+        identified and bool(owner),
+    )
+
+
+def related_records(
+    domain: Domain, session: Session, entities: Sequence[tuple[str, str]], hops: int = 1
+) -> list[tuple[str, str]]:
+    """The given records and those they refer to, ``hops`` levels deep (an order and its
+    customer): what a person calling about the entities knows of."""
+    scope = Scope.of(domain, session)
+    for t, k in entities:
+        if session.exists(t, k):
+            _take(scope, t, k, hops)
+    return list(dict.fromkeys((t, k) for t, k, _ in scope.known))
+
+
+def _take(scope: Scope, table: str, key: str, hops: int) -> None:
+    if scope.holds(table, key) or not scope.session.exists(table, key):
+        return
+    record = scope.session.require(table, key)
+    scope.known.append((table, key, record))
+    if hops > 0:
+        for fname, target in sorted(scope.refs.get(table, {}).items()):
+            if isinstance(record.get(fname), str):
+                _take(scope, target, record[fname], hops - 1)

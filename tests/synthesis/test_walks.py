@@ -1,0 +1,153 @@
+"""Tasks a person would write, checked on the scripted ferry line's walks and on its finished
+tasks: one customer per task, found first by their own identifiers; no ordinary task asks for
+what an agent rule forbids or for a change to what already holds; every parameter takes values
+of its own field; a refusal's customer gives their own identity. These are what a capable
+model's review refused in a mobile carrier's synthesis (issue 12's relay check)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from maestro.agents.codegen.guide import parameter_fields, walk_guide
+from maestro.agents.codegen.refusals import refusal_rules
+from maestro.agents.codegen.scenarios import plan_walks
+from maestro.agents.codegen.state import SynthesisConfig
+from maestro.domains import Domain
+from maestro.domains.models import Action, Task
+from maestro.domains.sandbox import load_sandboxed_domain
+from maestro.domains.store import Session
+from maestro.domains.toolgraph import Scope
+from maestro.domains.walks import Walk
+from tests.synthesis import scripted_team as team
+
+CONFIG = SynthesisConfig(max_iterations=2)
+
+
+@pytest.fixture(scope="module")
+def ferry() -> Iterator[Domain]:
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in team.package_files("walks", CONFIG).items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        with load_sandboxed_domain(tmp, check_gold=False) as domain:
+            yield domain
+
+
+def owner_of(domain: Domain, session: Session, calls: list[Action]) -> tuple[str, str]:
+    """The one passenger every record the calls name belongs to (2: one customer per task)."""
+    bp = team.blueprint(CONFIG)
+    scope = Scope.of(domain, session, walk_guide(bp).people)
+    owners: set[tuple[str, str]] = set()
+    for a in calls:
+        spec = domain.toolkit.specs[a.name]
+        for name, value in a.arguments.items():
+            table = next(
+                (
+                    t
+                    for t, s in domain.tables.items()
+                    if name in (s.key_field, f"new_{s.key_field}")
+                ),
+                None,
+            )
+            if table and isinstance(value, str) and spec and session.exists(table, value):
+                owners |= scope.owners(table, value)
+    assert len(owners) == 1, f"the calls {[(a.name, a.arguments) for a in calls]} concern {owners}"
+    (owner,) = owners
+    return owner
+
+
+def assert_a_person_would_ask(domain: Domain, task: Task) -> None:
+    """What a careful reviewer checks of one task; the numbers are the relay check's findings."""
+    bp = team.blueprint(CONFIG)
+    guide = walk_guide(bp)
+    assert guide.forbids is not None
+    session = domain.start_session(task)
+    crit = task.evaluation_criteria
+    calls = crit.actions if task.category != "refusal" else crit.forbidden_actions
+    person = session.require(*owner_of(domain, session, calls))
+    identity = {"email": person["email"], "date_of_birth": person["date_of_birth"]}
+    # 6: a parameter that fills a field takes that field's values (a seat note is never a
+    # refund's reason), and a lookup's the record's own.
+    for a in calls:
+        for param, (table, field) in parameter_fields(bp, bp.operation(a.name)).items():
+            values = {r[field] for r in session.scan(table)}
+            assert a.arguments[param] in values, (task.id, a.name, param, a.arguments[param])
+    if task.category == "refusal":
+        # 4: the customer gives their own identity, and the rule forbids the call right now.
+        known = task.user_scenario.instructions.known_info or ""
+        assert all(str(v) in known for v in identity.values()), (task.id, known, identity)
+        (forbidden,) = crit.forbidden_actions
+        assert guide.forbids(forbidden.name, forbidden.arguments, session), task.id
+        return
+    # 7: the identity check comes first, with the customer's own identifiers.
+    first, *writes = crit.actions
+    assert (first.name, first.arguments) == ("find_passenger", identity), task.id
+    for a in writes:
+        # 1: no agent rule forbids it on the state it runs on; 8: it changes what it names.
+        assert not guide.forbids(a.name, a.arguments, session), (task.id, a.name, a.arguments)
+        if a.name == "request_transfer":
+            booking = session.require("bookings", a.arguments["booking_id"])
+            current = (booking["sailing_id"], booking["transfer_sailing_id"])
+            assert a.arguments["new_sailing_id"] not in current, (task.id, a.arguments)
+        before = session.state_hash()
+        out = domain.toolkit.call(session, a.name, a.arguments)
+        assert out.ok and session.state_hash() != before, (task.id, a.name, out.content)
+
+
+def as_task(walk: Walk, refusal: bool) -> Task:
+    """The task a walk becomes (what ``_walk_task`` / ``_refusal_task`` keep of it)."""
+    known = " ".join(str(v) for v in walk.user_values.values())
+    body: dict[str, Any] = {
+        "id": "t",
+        "user_scenario": {
+            "instructions": {
+                "domain": "ferry",
+                "reason_for_call": "r",
+                "known_info": known,
+                "task_instructions": "t",
+            }
+        },
+    }
+    if refusal:
+        step = walk.writes[0]
+        body["evaluation_criteria"] = {
+            "forbidden_actions": [
+                {"action_id": "f1", "name": step.name, "arguments": step.arguments}
+            ]
+        }
+        body["category"] = "refusal"
+    else:
+        body["evaluation_criteria"] = {
+            "actions": [
+                {"action_id": f"a{i}", "name": s.name, "arguments": s.arguments}
+                for i, s in enumerate(walk.required)
+            ]
+        }
+    return Task.model_validate(body)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_walks_keep_to_one_customer_their_identity_and_the_rules(ferry: Domain, seed: int) -> None:
+    bp = team.blueprint(CONFIG)
+    walks, plans = plan_walks(
+        ferry, n=12, seed=seed, refusals=3, rules=refusal_rules(bp), guide=walk_guide(bp)
+    )
+    assert len(walks) == 12 and all(len(p.group) == 1 for p in plans)
+    # 5: a rule's refusal shows one candidate, the one its rule forbids.
+    assert [p.rule.operation for p in plans if p.rule] == [
+        r["operation"] for r in bp.model_dump()["agent_rules"]
+    ]
+    for walk in walks:
+        assert_a_person_would_ask(ferry, as_task(walk, refusal=False))
+    for plan in plans:
+        assert_a_person_would_ask(ferry, as_task(plan.group[0], refusal=True))
+    # Where the walks go: every write the desk offers, and a read that finds a booking's key.
+    assert {s.name for w in walks for s in w.writes} >= {
+        "book_sailing",
+        "cancel_booking",
+        "request_transfer",
+    }
