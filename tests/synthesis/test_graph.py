@@ -280,3 +280,64 @@ def test_a_synthesis_past_its_deadline_stops_as_a_resumable_crash(tmp_path: Path
     assert result.reason == (
         "stage blueprint crashed: TimeoutError: the synthesis ran past its deadline of 0.5 s"
     )
+
+
+def flag(task_ids: list[str], problem: str) -> str:
+    return json.dumps(
+        {"verdict": "fix", "stage": "tasks", "tool": "", "tasks": task_ids, "problem": problem}
+    )
+
+
+def test_tasks_the_reviewer_flags_are_dropped_and_the_rest_kept(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """A flagged task is dropped, not the whole stage redone: with enough left, the domain is
+    finalized at once (the relay check's three rounds of regenerated tasks ended in rejection)."""
+    did = team.domain_id("drop")
+    finding = "It asks for a transfer the policy forbids."
+    team.queue(server, "drop", team.team_replies(review=[flag(["w002"], finding)]))
+    team.queue_tasks(server, "drop", CONFIG)
+
+    result = synthesize(server, tmp_path, "drop")
+
+    assert result.status == "accepted", result.reason
+    server.assert_done()
+    assert [s for s, _, _ in stages(result)][-3:] == ["tasks", "review", "finalize"]
+    domain, problems = inspect_package(str(result.package))
+    assert problems == [] and domain is not None
+    assert len(domain.tasks) == 12 and f"{did}_syn0_w002" not in {t.id for t in domain.tasks}
+    assert f"review: {did}_syn0_w002: {finding}" in result.rejected_tasks
+
+
+def test_too_few_tasks_left_after_review_are_replaced_and_the_writer_told_why(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    config = CONFIG.model_copy(update={"min_tasks": 13})
+    did = team.domain_id("again")
+    finding = "The customer gives a booking number they could not know."
+    team.queue(server, "again", team.team_replies(review=[flag(["w001"], finding), team.OK]))
+    replies = team.task_replies("again", config)
+    for episode, answers in replies.items():
+        team.queue(server, episode, answers)
+    # The second attempt asks only for the one task dropped, never the same walk again.
+    team.queue(
+        server, f"synthesis/{did}/walk-0", [team.scenario_knowing_everything("again", config)]
+    )
+
+    result = synthesize(server, tmp_path, "again", config)
+
+    assert result.status == "accepted", result.reason
+    server.assert_done()
+    assert [(s, o) for s, _, o in stages(result) if s in ("tasks", "review")] == [
+        ("tasks", "ok"),
+        ("review", "failed"),
+        ("tasks", "ok"),
+        ("review", "ok"),
+    ]
+    domain, _ = inspect_package(str(result.package))
+    assert domain is not None and len(domain.tasks) == 13
+    ids = {t.id for t in domain.tasks}
+    assert f"{did}_syn0_w001" not in ids and f"{did}_syn1_w001" in ids
+    # The writer of the replacement was told the reviewer's finding.
+    (again,) = [b for ep, _, b in server.model.requests if ep == f"synthesis/{did}/walk-0"][1:]
+    assert finding in again["messages"][-1]["content"]

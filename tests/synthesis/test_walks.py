@@ -15,6 +15,7 @@ import pytest
 
 from maestro.agents.codegen.guide import parameter_fields, walk_guide
 from maestro.agents.codegen.refusals import refusal_rules
+from maestro.agents.codegen.scenario_prompts import refusal_prompt
 from maestro.agents.codegen.scenarios import plan_walks
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
@@ -145,6 +146,11 @@ def test_walks_keep_to_one_customer_their_identity_and_the_rules(ferry: Domain, 
         assert_a_person_would_ask(ferry, as_task(walk, refusal=False))
     for plan in plans:
         assert_a_person_would_ask(ferry, as_task(plan.group[0], refusal=True))
+        assert plan.rule is not None
+        text = refusal_prompt(ferry, plan.group, plan.rule.rule)
+        assert "The customer asks for candidate 1 today, and the policy forbids it" in text
+        assert "2. " not in text.split("# The request")[1].split("# Records")[0]
+        assert "Pick one candidate" not in text
     # Where the walks go: every write the desk offers, and a read that finds a booking's key.
     assert {s.name for w in walks for s in w.writes} >= {
         "book_sailing",
