@@ -1,16 +1,16 @@
 """The data stage's contract: what the LLM writes (seed records and value vocabularies), how it
 is checked, and how the host grows it into a database of real size around the clock.
 
-The LLM writes a few seed records per table and, for every text field, a list of realistic
-values. The host grows each table to its size (``main_size`` for the main tables,
-``catalog_size`` for catalogs): every new record copies a seed's statuses, flags and nulls (so
-an open slot keeps no patient, a delivered order keeps its delivery date), points its
-references at existing records, shifts the seed's dates together by a random number of days
-inside each field's window (so a delivery stays after its order), draws numbers near the seed's
-or inside the declared range, and draws text from the vocabulary (people's names recombined,
-emails made from the names, the digits of phones and street numbers redrawn). Keys continue the
-table's prefix (``PA1001``, ``PA1002``...). The natural identifiers a lookup matches on stay
-unique.
+The LLM writes a few seed records per main table and, for each of their text fields, a list of
+realistic values; a catalog it writes whole (``catalog_size`` records), and the host never grows
+it. The host grows each main table to ``main_size`` (``growth.py``): every new record copies a
+seed's statuses, flags and nulls (so an open slot keeps no patient, a delivered order keeps its
+delivery date), points its references at existing records, shifts the seed's dates together by
+a random number of days inside each field's window (so a delivery stays after its order), draws
+numbers near the seed's or inside the declared range, and draws text from the vocabulary
+(people's names recombined, emails made from the names, the digits of a phone or street number
+taken already redrawn). Keys continue the table's prefix (``PA1001``, ``PA1002``...). The
+natural identifiers a lookup matches on stay unique.
 
 Every check here says what is wrong and where, for the data stage's next attempt: values that
 do not fit the types, dates outside their window, references to no record, placeholders

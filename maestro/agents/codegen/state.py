@@ -33,7 +33,8 @@ class SynthesisConfig(BaseModel):
     llm_records_per_table: int = Field(4, ge=1, le=20)
     #: Distinct values the LLM lists per text field, which grown records draw from.
     values_per_field: int = Field(10, ge=1, le=100)
-    #: Records of each main table after growth; catalogs hold ``catalog_records``.
+    #: Records of each main table after growth; the model writes each catalog whole, with
+    #: ``catalog_records`` records (a catalog is never grown).
     records_per_table: int = Field(100, ge=1, le=10_000)
     catalog_records: int = Field(10, ge=1, le=1_000)
     #: Walk tasks and refusal tasks asked for.
