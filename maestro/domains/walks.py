@@ -203,7 +203,7 @@ def _try_walk(
         node = first if i == 0 else rng.choice(others)
         pinned = options.pinned if i == 0 else None
         args = fill(scope, node.params, rng, optional_rate=options.optional_rate, pinned=pinned)
-        if args is None or not _allowed(domain, guide, node, args, session, scope):
+        if args is None or not _allowed(guide, node, args, scope):
             return None
         before = session.state_hash()
         out = domain.toolkit.call(session, node.name, args)
@@ -218,22 +218,18 @@ def _try_walk(
     return _execute(domain, lead + calls, scope.owner, identified=bool(guide.identify))
 
 
-def _allowed(
-    domain: Domain, guide: WalkGuide, node: ToolNode, args: dict[str, Any], session: Session,
-    scope: Scope,
-) -> bool:  # fmt: skip
+def _allowed(guide: WalkGuide, node: ToolNode, args: dict[str, Any], scope: Scope) -> bool:
     """Whether a write may be a step: no agent rule forbids it on this state, and it is not a
     change to what already holds."""
+    session = scope.session
     if guide.forbids is not None and guide.forbids(node.name, args, session):
         return False
     if guide.pointless is not None and guide.pointless(node.name, args, session):
         return False
-    return not _repeats_a_reference(domain, node, args, scope)
+    return not _repeats_a_reference(node, args, scope)
 
 
-def _repeats_a_reference(
-    domain: Domain, node: ToolNode, args: dict[str, Any], scope: Scope
-) -> bool:
+def _repeats_a_reference(node: ToolNode, args: dict[str, Any], scope: Scope) -> bool:
     """A "new" record that is already the current one: ``change_plan(customer_id, new_plan_id)``
     when the customer's ``plan_id`` is ``new_plan_id``. Only a parameter named otherwise than
     its table's key (``new_plan_id``) says "another one"; one named like the key may select the
@@ -242,7 +238,7 @@ def _repeats_a_reference(
         value = args.get(p.name)
         if not p.table or not isinstance(value, str):
             continue
-        if p.name == domain.tables[p.table].key_field:
+        if p.name == scope.domain.tables[p.table].key_field:
             continue
         for q in node.params:
             other = args.get(q.name)

@@ -1,15 +1,19 @@
-"""The task synthesis's prompts: a walk's customer scenario, and a refusal.
+"""The task synthesis's prompts, a walk's customer scenario and a refusal, and their parser.
 
 Both show the clock (the conversation happens "now", at the domain's clock), the policy, the
 calls, and every record involved, the customer's own record included (the policy's identity
-details come from it). Each states its answer's shape as a JSON example that its parser accepts
-(the contract tests parse them).
+details come from it). Each states its answer's shape as a JSON example that its parser
+(:func:`parse_draft` with :class:`ScenarioDraft` or :class:`RefusalDraft`) accepts: a prompt and
+its parser are one contract, kept in one module (the contract tests parse the shapes).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from maestro.domains.package import Domain
 from maestro.domains.walks import Walk, related_records
@@ -190,3 +194,124 @@ def refusal_prompt(
         job=job,
         shape=json.dumps(REFUSAL_SHAPE),
     )
+
+
+# ----- the answers the prompts ask for, and their parser -------------------------------------
+
+
+class ScenarioDraft(BaseModel):
+    """What the model writes for a walk."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    persona: str = Field(min_length=1)
+    reason_for_call: str = Field(min_length=1)
+    known_info: str = Field(min_length=1)
+    unknown_info: str | None = None
+    task_instructions: str = Field(min_length=1)
+    nl_assertions: list[str] = Field(min_length=1, max_length=5)
+
+
+class RefusalDraft(BaseModel):
+    """What the model writes for a refusal: which candidate the policy forbids, why, and the
+    customer who asks for it. ``{"candidate": null}`` alone says none is forbidden."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    #: 1-based index of the forbidden candidate; null when the policy forbids none of them.
+    candidate: int | None
+    rule: str | None = None
+    communicate_info: list[str] | None = None
+    persona: str | None = None
+    reason_for_call: str | None = None
+    known_info: str | None = None
+    unknown_info: str | None = None
+    task_instructions: str | None = None
+    nl_assertions: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> RefusalDraft:
+        if self.candidate is None:
+            return self
+        missing = [
+            name
+            for name in (
+                "rule",
+                "communicate_info",
+                "persona",
+                "reason_for_call",
+                "known_info",
+                "task_instructions",
+                "nl_assertions",
+            )
+            if not getattr(self, name)
+        ]
+        if missing:
+            raise ValueError(f"a chosen candidate needs {missing} (non-empty)")
+        if not 1 <= len(self.communicate_info or []) <= 3:
+            raise ValueError("communicate_info holds 1 to 3 phrases")
+        if not 1 <= len(self.nl_assertions or []) <= 5:
+            raise ValueError("nl_assertions holds 1 to 5 assertions")
+        return self
+
+    def scenario(self) -> ScenarioDraft:
+        """The customer's side, once a candidate is chosen."""
+        return ScenarioDraft(
+            persona=str(self.persona),
+            reason_for_call=str(self.reason_for_call),
+            known_info=str(self.known_info),
+            unknown_info=self.unknown_info,
+            task_instructions=str(self.task_instructions),
+            nl_assertions=list(self.nl_assertions or []),
+        )
+
+
+class DraftError(ValueError):
+    """A model answer that cannot be used; the message says what is wrong with it."""
+
+
+D = TypeVar("D", bound=BaseModel)
+
+_FENCED = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
+
+
+def parse_draft(text: str | None, model: type[D]) -> D:
+    """The JSON object of a model answer as a draft; DraftError naming the problem."""
+    if not text or not text.strip():
+        raise DraftError("empty answer")
+    fenced = _FENCED.search(text)
+    body = fenced.group(1) if fenced else text.strip()
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end < start:
+        raise DraftError("no JSON object in the answer")
+    try:
+        data = json.loads(body[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise DraftError(f"invalid JSON: {exc.msg} at position {exc.pos}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
+        ]
+        raise DraftError("; ".join(problems)) from None
+
+
+def grounding_problems(draft: ScenarioDraft, user_values: dict[str, Any]) -> list[str]:
+    """Values the customer must give that the scenario does not tell them."""
+    told = " ".join([draft.reason_for_call, draft.known_info, draft.task_instructions]).casefold()
+    missing = []
+    for name, value in user_values.items():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, bool):
+                continue  # a yes/no the customer expresses in words
+            if not any(form.casefold() in told for form in _spellings(v)):
+                missing.append(f"{name}={v}")
+    return [f"known_info must state the exact value(s) {', '.join(missing)}"] if missing else []
+
+
+def _spellings(value: Any) -> list[str]:
+    """Ways a value may be written: a number as 40, 40.0 or 40.00."""
+    if isinstance(value, int | float):
+        return [str(value), f"{value:g}", f"{value:.2f}"]
+    return [str(value)]
