@@ -20,11 +20,11 @@ from typing import Any
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.agents.settings import RoleSettings
 from maestro.domains import Domain, load_domain
-from maestro.flows.records import domain_row, episode_row, score_row, task_row
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
 from maestro.simulation.scripted import gold_trajectory, null_trajectory
 from maestro.storage import Lake, LakeSettings
+from maestro.storage.records import domain_row, episode_row, score_row, task_row
 from maestro.training.datasets import BUILDERS
 from maestro.training.models import BaseModelSpec
 from maestro.training.recipes import RecipeSettings, train

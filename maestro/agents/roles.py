@@ -50,17 +50,22 @@ ENDING = """
 OPENING = "Hi! Thanks for contacting us. How can I help you today?"
 
 
+def assistant_system_prompt(domain: Domain) -> str:
+    """The assistant's system prompt for a domain: served in episodes, trained on in datasets."""
+    m = domain.manifest
+    today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
+    return ASSISTANT_PREAMBLE.format(
+        name=m.name, description=m.description, today=today, policy=domain.policy
+    )
+
+
 class Assistant:
     """The assistant under test: the domain policy as system prompt, the domain tools."""
 
     def __init__(self, client: ChatClient, domain: Domain) -> None:
         self.client = client
         self.domain = domain
-        m = domain.manifest
-        today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
-        self.system = ASSISTANT_PREAMBLE.format(
-            name=m.name, description=m.description, today=today, policy=domain.policy
-        )
+        self.system = assistant_system_prompt(domain)
         self.tools: list[dict[str, Any]] = domain.toolkit.schemas()
 
     async def respond(

@@ -23,13 +23,15 @@ import json
 import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import polars as pl
+from maestro.storage import Lake, OneOf
+from maestro.storage.records import task_from_row, trajectory_from_row
+from maestro.storage.rows import EpisodeRow, ScoreRow, StoredCriterion, TaskRow
 
-from maestro.conversation import Message, ToolCall, Trajectory
-from maestro.storage.lake import Lake
+_EPOCH = datetime.fromtimestamp(0, UTC)
 
 SHEET_COLUMNS = (
     "item_id",
@@ -101,51 +103,39 @@ def _verdicts(status: str, details: str, assertions: list[str]) -> list[bool] | 
     return None
 
 
-def _nl_criteria(lake: Lake, run_id: str | None) -> pl.DataFrame:
-    scores = lake.read("scores")
+def _nl_criteria(
+    lake: Lake, run_id: str | None, episode_ids: set[str] | None
+) -> list[tuple[ScoreRow, StoredCriterion]]:
+    """Each scored episode's NL criterion that has a verdict (pass or fail)."""
+    where: dict[str, Any] = {}
     if run_id is not None:
-        scores = scores.filter(pl.col("run_id") == run_id)
-    return (
-        scores.select("episode_id", "domain_id", "task_id", "criteria")
-        .explode("criteria")
-        .with_columns(
-            pl.col("criteria").struct.field("criterion").alias("criterion"),
-            pl.col("criteria").struct.field("status").alias("status"),
-            pl.col("criteria").struct.field("details").alias("details"),
-        )
-        .filter((pl.col("criterion") == "NL_ASSERTION") & pl.col("status").is_in(["pass", "fail"]))
-        .select("episode_id", "domain_id", "task_id", "status", "details")
-        .collect()
-    )
+        where["run_id"] = run_id
+    if episode_ids is not None:
+        where["episode_id"] = OneOf(sorted(episode_ids))
+    fields = ["domain_id", "task_id", "criteria"]
+    return [
+        (row, c)
+        for row in lake.rows(ScoreRow, fields=fields, **where)
+        for c in row.criteria or []
+        if c.criterion == "NL_ASSERTION" and c.status in ("pass", "fail")
+    ]
 
 
 def _assertions_by_task(lake: Lake) -> dict[tuple[str, str, str | None], list[str]]:
-    """Each task's NL assertions by (domain, version, task), and by (domain, None, task) for the
-    latest version written."""
-    tasks = (
-        lake.read("tasks")
-        .sort("written_at")
-        .select("domain_id", "domain_version", "task_id", "task_json")
-        .collect()
-    )
+    """Each task's NL assertions by (domain, task, version), and by (domain, task, None) for
+    the latest version written."""
     out: dict[tuple[str, str, str | None], list[str]] = {}
-    for row in tasks.iter_rows(named=True):
-        task = json.loads(row["task_json"])
-        texts = list(task.get("evaluation_criteria", {}).get("nl_assertions", []))
-        out[(row["domain_id"], row["task_id"], row["domain_version"])] = texts
-        out[(row["domain_id"], row["task_id"], None)] = texts
+    for row in sorted(lake.rows(TaskRow), key=lambda r: r.written_at or _EPOCH):
+        texts = list(task_from_row(row).evaluation_criteria.nl_assertions)
+        out[(row.domain_id, row.task_id, row.domain_version)] = texts
+        out[(row.domain_id, row.task_id, None)] = texts
     return out
 
 
 def _versions(lake: Lake, episode_ids: list[str]) -> dict[str, str | None]:
     """The domain version each episode ran on (scores do not carry it; episodes do)."""
-    frame = (
-        lake.read("episodes")
-        .filter(pl.col("episode_id").is_in(episode_ids))
-        .select("episode_id", "domain_version")
-        .collect()
-    )
-    return dict(zip(frame["episode_id"], frame["domain_version"], strict=True))
+    rows = lake.rows(EpisodeRow, episode_id=OneOf(episode_ids), fields=["domain_version"])
+    return {r.episode_id: r.domain_version for r in rows}
 
 
 def judged_items(
@@ -156,29 +146,28 @@ def judged_items(
     Assertions come from the task at the domain version the episode ran on, so a later version
     that rewords them does not relabel old verdicts.
     """
-    nl = _nl_criteria(lake, run_id)
-    if episode_ids is not None:
-        nl = nl.filter(pl.col("episode_id").is_in(sorted(episode_ids)))
+    nl = _nl_criteria(lake, run_id, episode_ids)
     assertions = _assertions_by_task(lake)
-    versions = _versions(lake, nl["episode_id"].to_list())
+    versions = _versions(lake, sorted({row.episode_id for row, _ in nl}))
     items = []
-    for row in nl.iter_rows(named=True):
-        version = versions.get(row["episode_id"])
-        texts = assertions.get((row["domain_id"], row["task_id"], version))
+    for row, criterion in nl:
+        domain_id, task_id = str(row.domain_id), str(row.task_id)
+        version = versions.get(row.episode_id)
+        texts = assertions.get((domain_id, task_id, version))
         if texts is None and version is None:
-            texts = assertions.get((row["domain_id"], row["task_id"], None))
+            texts = assertions.get((domain_id, task_id, None))
         if not texts:
             continue
-        verdicts = _verdicts(row["status"], row["details"] or "", texts)
+        verdicts = _verdicts(criterion.status or "", criterion.details or "", texts)
         if verdicts is None:
             continue
         for i, (text, verdict) in enumerate(zip(texts, verdicts, strict=True)):
             items.append(
                 AssertionItem(
-                    item_id(row["episode_id"], i, text),
-                    row["episode_id"],
-                    row["domain_id"],
-                    row["task_id"],
+                    item_id(row.episode_id, i, text),
+                    row.episode_id,
+                    domain_id,
+                    task_id,
                     i,
                     text,
                     verdict,
@@ -209,36 +198,8 @@ def sample_items(items: list[AssertionItem], n: int, seed: int = 0) -> list[Asse
 
 def transcripts(lake: Lake, episode_ids: set[str]) -> dict[str, str]:
     """Plain-text transcripts of the episodes, as the judge saw them."""
-    episodes = (
-        lake.read("episodes")
-        .filter(pl.col("episode_id").is_in(sorted(episode_ids)))
-        .select("episode_id", "domain_id", "task_id", "messages")
-        .collect()
-    )
-    out = {}
-    for row in episodes.iter_rows(named=True):
-        messages = [_message(m) for m in row["messages"] or []]
-        traj = Trajectory(domain_id=row["domain_id"], task_id=row["task_id"], messages=messages)
-        out[row["episode_id"]] = traj.transcript()
-    return out
-
-
-def _message(m: dict[str, Any]) -> Message:
-    calls = []
-    for c in m.get("tool_calls") or []:
-        try:
-            args: dict[str, Any] | str = json.loads(c["arguments"] or "{}")
-        except json.JSONDecodeError:
-            args = c["arguments"]
-        calls.append(ToolCall(id=c["id"] or "", name=c["name"] or "", arguments=args))
-    return Message(
-        role=m["role"],
-        content=m.get("content"),
-        tool_calls=calls,
-        tool_call_id=m.get("tool_call_id"),
-        name=m.get("name"),
-        status=m.get("status"),
-    )
+    rows = lake.rows(EpisodeRow, episode_id=OneOf(sorted(episode_ids)))
+    return {r.episode_id: trajectory_from_row(r).transcript() for r in rows}
 
 
 def with_transcripts(lake: Lake, items: list[AssertionItem]) -> list[AssertionItem]:

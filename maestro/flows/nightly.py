@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
@@ -333,16 +332,7 @@ def curate_flow(params: NightlyParams) -> dict[str, Any]:
 def report_flow(params: NightlyParams) -> dict[str, Any]:
     """Write the run's report: artifacts and the HTML page."""
     lake, run_id, _ = _stage_context(params)
-    task_set = lake.read("task_sets").filter(pl.col("run_id") == run_id).collect().to_dicts()
-    summary = (
-        {
-            "task_set_id": task_set[0]["task_set_id"],
-            "tasks": len(task_set[0]["tasks"]),
-            "built_from": task_set[0]["built_from"],
-        }
-        if task_set
-        else {}
-    )
+    summary = stages.run_task_set(lake, run_id)
     return report(lake, run_id, load_llm_settings(), summary)
 
 

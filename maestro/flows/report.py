@@ -5,17 +5,17 @@ with SVG charts (no script, no network)."""
 from __future__ import annotations
 
 import html
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from pydantic import BaseModel, Field
 
 from maestro.agents.settings import ROLES, LLMSettings
 from maestro.scoring import gates
 from maestro.scoring.metrics import pass_hat_k
 from maestro.storage import Lake
+from maestro.storage.rows import EpisodeRow, LLMCallRow, ScoreRow, TaskVerdictRow
 from maestro.view import ViewError, load_run, write_page
 
 
@@ -39,16 +39,31 @@ def build_report(
     task_set: dict[str, Any] | None = None,
     synthesis: dict[str, Any] | None = None,
 ) -> RunReport:
-    verdicts = lake.read("task_verdicts").filter(pl.col("run_id") == run_id).collect()
-    scores = lake.read("scores").filter(pl.col("run_id") == run_id).collect()
-    episodes = (
-        lake.read("episodes").filter(pl.col("run_id") == run_id).select("termination").collect()
+    verdicts = lake.rows(TaskVerdictRow, run_id=run_id)
+    scores = lake.rows(
+        ScoreRow, run_id=run_id, fields=["domain_id", "assistant_model", "task_id", "passed"]
     )
-    calls = lake.read("llm_calls").filter(pl.col("run_id") == run_id).collect()
+    terminations = Counter(lake.values(EpisodeRow, "termination", run_id=run_id))
+    calls = lake.rows(LLMCallRow, run_id=run_id)
     funnel, rejections = funnel_rows(verdicts)
+    return RunReport(
+        run_id=run_id,
+        funnel=funnel,
+        pass_hat_k=pass_hat_k_rows(scores),
+        roles=role_rows(calls, settings),
+        terminations={str(k): v for k, v in terminations.items()},
+        task_set=task_set,
+        rejections=rejections,
+        synthesis=synthesis,
+    )
+
+
+def pass_hat_k_rows(scores: list[ScoreRow]) -> list[dict[str, Any]]:
+    """pass^k per domain and model, k up to the fewest trials of a task; success is the
+    ``passed`` column (``ScoreCard.succeeded``)."""
     groups: dict[tuple[str, str], dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    for r in scores.select("domain_id", "assistant_model", "task_id", "passed").to_dicts():
-        groups[(r["domain_id"], r["assistant_model"])][r["task_id"]].append(bool(r["passed"]))
+    for r in scores:
+        groups[(str(r.domain_id), str(r.assistant_model))][str(r.task_id)].append(bool(r.passed))
     hat = []
     for (domain, model), tasks in sorted(groups.items()):
         k_max = min(len(v) for v in tasks.values())
@@ -63,61 +78,58 @@ def build_report(
                 sum(pass_hat_k(len(v), sum(v), k) for v in tasks.values()) / len(tasks), 4
             )
         hat.append(row)
+    return hat
+
+
+def _p95(values: list[float]) -> float:
+    """The 95th percentile, nearest rank (polars' default)."""
+    ordered = sorted(values)
+    return ordered[int(0.95 * (len(ordered) - 1) + 0.5)]
+
+
+def role_rows(calls: list[LLMCallRow], settings: LLMSettings) -> list[dict[str, Any]]:
+    """Calls, failures, tokens, cost and latency per role."""
     roles = []
     for role in ROLES:
-        rc = calls.filter(pl.col("role") == role) if calls.height else calls
-        if not rc.height:
+        rc = [c for c in calls if c.role == role]
+        if not rc:
             continue
         rs = settings.role(role)
-        tin, tout = int(rc["prompt_tokens"].sum()), int(rc["completion_tokens"].sum())
+        tin = sum(c.prompt_tokens or 0 for c in rc)
+        tout = sum(c.completion_tokens or 0 for c in rc)
+        latency = [c.latency_s for c in rc if c.latency_s is not None] or [0.0]
         roles.append(
             {
                 "role": role,
-                "calls": rc.height,
-                "failed": int((rc["status"] != "ok").sum()),
+                "calls": len(rc),
+                "failed": sum(1 for c in rc if c.status != "ok"),
                 "prompt_tokens": tin,
                 "completion_tokens": tout,
                 "cost_usd": round(
                     tin / 1e6 * rs.input_cost_per_mtok + tout / 1e6 * rs.output_cost_per_mtok, 4
                 ),
-                "latency_mean_s": round(
-                    float(rc.select(pl.col("latency_s").mean()).item() or 0.0), 3
-                ),
-                "latency_p95_s": round(
-                    float(rc.select(pl.col("latency_s").quantile(0.95)).item() or 0.0), 3
-                ),
+                "latency_mean_s": round(sum(latency) / len(latency), 3),
+                "latency_p95_s": round(_p95(latency), 3),
             }
         )
-    terminations = (
-        {r["termination"]: r["len"] for r in episodes.group_by("termination").len().to_dicts()}
-        if episodes.height
-        else {}
-    )
-    return RunReport(
-        run_id=run_id,
-        funnel=funnel,
-        pass_hat_k=hat,
-        roles=roles,
-        terminations=terminations,
-        task_set=task_set,
-        rejections=rejections,
-        synthesis=synthesis,
-    )
+    return roles
 
 
-def funnel_rows(verdicts: pl.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def funnel_rows(
+    verdicts: list[TaskVerdictRow],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The funnel (tasks in scope, each gate, accepted) and the rejections, from a run's
     task_verdicts rows."""
-    rows = verdicts.sort("domain_id", "task_id").to_dicts() if verdicts.height else []
+    rows = sorted(verdicts, key=lambda r: (r.domain_id, r.task_id))
     # A row is rejected at its first failed gate; one from before the gates were recorded
     # (no rejected_at) counts as failing the last gate, so the funnel still adds up.
-    gate_of = [None if r["accepted"] else (r.get("rejected_at") or gates.GATES[-1]) for r in rows]
+    gate_of = [None if r.accepted else (r.rejected_at or gates.GATES[-1]) for r in rows]
     rejections = [
         {
-            "domain": r["domain_id"],
-            "task": r["task_id"],
+            "domain": r.domain_id,
+            "task": r.task_id,
             "gate": gate,
-            "reasons": "; ".join(r["reasons"] or []),
+            "reasons": "; ".join(r.reasons or []),
         }
         for r, gate in zip(rows, gate_of, strict=True)
         if gate is not None

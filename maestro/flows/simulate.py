@@ -12,14 +12,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from maestro.agents.client import CallRecorder, Endpoints
-from maestro.agents.judge import LLMJudge
+from maestro.agents.client import CallRecorder
+from maestro.agents.judging import Judging, score_all
 from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.package import Domain
 from maestro.flows.endpoints import model_endpoints
 from maestro.scoring.card import ScoreCard
 from maestro.scoring.metrics import pass_at_k, pass_hat_k
-from maestro.scoring.scorer import Scorer
 from maestro.simulation.episode import EpisodeResult
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
 
@@ -101,20 +100,14 @@ async def score_batch(
 ) -> list[ScoreCard]:
     """Score every episode; NL assertions judged by the judge role when ``judge_url`` is given
     (its calls recorded through ``recorder``)."""
-    if judge_url is None:
-        scorer = Scorer(domain)
-        return [scorer.score(domain.task(e.task_id), e.trajectory) for e in batch.episodes]
-    async with Endpoints(recorder) as endpoints:
-        judge = LLMJudge(endpoints.client("judge", settings.judge, judge_url))
-        scorer = Scorer(domain, judge)
-        limit = asyncio.Semaphore(settings.judge.max_concurrency)
-
-        async def one(i: int) -> ScoreCard:
-            e = batch.episodes[i]
-            async with limit:
-                return await scorer.ascore(domain.task(e.task_id), e.trajectory)
-
-        return list(await asyncio.gather(*(one(i) for i in range(len(batch.episodes)))))
+    judging = (
+        Judging.off()
+        if judge_url is None
+        else Judging(settings.judge.model_copy(update={"base_url": judge_url}))
+    )
+    return await score_all(
+        domain, [e.trajectory for e in batch.episodes], judging, recorder=recorder
+    )
 
 
 def simulate_domain(

@@ -8,20 +8,17 @@ killed at any point and started again with the same run id ends with every row e
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-import polars as pl
 from pydantic import BaseModel, Field
 
 from maestro.agents.client import CallLog, ChatClient, Endpoints, LLMCall
 from maestro.agents.review import ReviewError, review_failures
 from maestro.agents.settings import LLMSettings, Role
-from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains import (
     Domain,
     TaskStateError,
@@ -31,20 +28,24 @@ from maestro.domains import (
     replay_gold,
 )
 from maestro.flows.endpoints import model_name
-from maestro.flows.records import (
+from maestro.flows.simulate import score_batch
+from maestro.scoring import check_task, gates
+from maestro.simulation.episode import EpisodeLimits, EpisodeResult
+from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
+from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
+from maestro.storage import Lake, NoneOf, OneOf
+from maestro.storage.records import (
     domain_row,
+    episode_from_row,
     episode_id,
     episode_row,
     llm_call_row,
     score_row,
     task_row,
+    task_set_row,
+    trajectory_from_row,
 )
-from maestro.flows.simulate import score_batch
-from maestro.scoring import check_task, gates
-from maestro.simulation.episode import EpisodeLimits, EpisodeResult, Termination
-from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
-from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
-from maestro.storage import Lake
+from maestro.storage.rows import EpisodeRow, LLMCallRow, ScoreRow, TaskSetRow, TaskVerdictRow
 
 
 class NightlyError(Exception):
@@ -149,13 +150,6 @@ def ingest(lake: Lake, run_id: str, domains: Sequence[Domain]) -> dict[str, int]
     return {"domains": len(domains), "tasks": sum(len(d.tasks) for d in domains)}
 
 
-def _run_ids(lake: Lake, table: str, run_id: str, column: str, **equals: str) -> set[str]:
-    frame = lake.read(table).filter(pl.col("run_id") == run_id)
-    for k, v in equals.items():
-        frame = frame.filter(pl.col(k) == v)
-    return set(frame.select(column).collect().to_series().to_list())
-
-
 def simulate(
     lake: Lake,
     run_id: str,
@@ -169,7 +163,7 @@ def simulate(
     """Run the episodes this run has not stored yet, writing them (and their LLM calls) chunk
     by chunk as they finish."""
     assistant, user = model_name(settings, "assistant"), model_name(settings, "user")
-    done = _run_ids(lake, "episodes", run_id, "episode_id", domain_id=domain.id)
+    done = set(lake.values(EpisodeRow, "episode_id", run_id=run_id, domain_id=domain.id))
     jobs = [
         j
         for j in make_jobs(domain, task_ids, params.trials)
@@ -199,7 +193,7 @@ def simulate(
             batch = asyncio.run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
         t1 = time.perf_counter()
         lake.write(
-            "episodes",
+            EpisodeRow.TABLE,
             [
                 episode_row(run_id, e, domain.manifest.version, assistant, user)
                 for e in batch.episodes
@@ -208,7 +202,10 @@ def simulate(
             mode="insert",
         )
         lake.write(
-            "llm_calls", [llm_call_row(run_id, c) for c in batch.llm_calls], run_id, mode="insert"
+            LLMCallRow.TABLE,
+            [llm_call_row(run_id, c) for c in batch.llm_calls],
+            run_id,
+            mode="insert",
         )
         stats["simulate_s"] += t1 - t0
         stats["write_s"] += time.perf_counter() - t1
@@ -218,73 +215,13 @@ def simulate(
     return stats
 
 
-def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
-    """The trajectory stored in an episodes row."""
-    messages = []
-    for m in row["messages"] or []:
-        calls = []
-        for c in m.get("tool_calls") or []:
-            try:
-                args: dict[str, Any] | str = json.loads(c["arguments"])
-                if not isinstance(args, dict):
-                    args = c["arguments"]
-            except (TypeError, json.JSONDecodeError):
-                args = c["arguments"]
-            calls.append(ToolCall(id=c["id"], name=c["name"], arguments=args))
-        messages.append(
-            Message(
-                role=m["role"],
-                content=m.get("content"),
-                tool_calls=calls,
-                tool_call_id=m.get("tool_call_id"),
-                name=m.get("name"),
-                status=m.get("status"),
-                latency_s=m.get("latency_s"),
-                prompt_tokens=m.get("prompt_tokens"),
-                completion_tokens=m.get("completion_tokens"),
-            )
-        )
-    return Trajectory(
-        domain_id=row["domain_id"],
-        task_id=row["task_id"],
-        messages=messages,
-        termination=row["termination"],
-    )
-
-
-def episode_from_row(row: dict[str, Any]) -> EpisodeResult:
-    return EpisodeResult(
-        domain_id=row["domain_id"],
-        task_id=row["task_id"],
-        trial=row["trial"],
-        seed=row["seed"] or 0,
-        trajectory=trajectory_from_row(row),
-        termination=Termination(row["termination"]),
-        error=row["error"],
-        duration_s=row["duration_s"] or 0.0,
-        llm_calls=row["llm_calls"] or 0,
-        prompt_tokens=row["prompt_tokens"] or 0,
-        completion_tokens=row["completion_tokens"] or 0,
-        tool_calls=row["n_tool_calls"] or 0,
-    )
-
-
 def score(
     lake: Lake, run_id: str, domain: Domain, settings: LLMSettings, judge_url: str | None
 ) -> dict[str, int]:
     """Score the run's episodes of a domain that have no score yet."""
     assistant = model_name(settings, "assistant")
-    scored = _run_ids(lake, "scores", run_id, "episode_id", domain_id=domain.id)
-    rows = (
-        lake.read("episodes")
-        .filter(
-            (pl.col("run_id") == run_id)
-            & (pl.col("domain_id") == domain.id)
-            & ~pl.col("episode_id").is_in(list(scored))
-        )
-        .collect()
-        .to_dicts()
-    )
+    scored = set(lake.values(ScoreRow, "episode_id", run_id=run_id, domain_id=domain.id))
+    rows = lake.rows(EpisodeRow, run_id=run_id, domain_id=domain.id, episode_id=NoneOf(scored))
     if not rows:
         return {"scored": 0, "skipped": len(scored)}
     episodes = [episode_from_row(r) for r in rows]
@@ -292,16 +229,19 @@ def score(
     judge_calls = CallLog()
     cards = asyncio.run(score_batch(domain, batch, settings, judge_url, judge_calls))
     lake.write(
-        "scores",
+        ScoreRow.TABLE,
         [
-            score_row(run_id, e, c, r["assistant_model"] or assistant)
+            score_row(run_id, e, c, r.assistant_model or assistant)
             for e, c, r in zip(episodes, cards, rows, strict=True)
         ],
         run_id,
         mode="insert",
     )
     lake.write(
-        "llm_calls", [llm_call_row(run_id, c) for c in judge_calls.calls], run_id, mode="insert"
+        LLMCallRow.TABLE,
+        [llm_call_row(run_id, c) for c in judge_calls.calls],
+        run_id,
+        mode="insert",
     )
     return {"scored": len(cards), "skipped": len(scored), "judge_calls": len(judge_calls.calls)}
 
@@ -329,14 +269,7 @@ def filter_tasks(
     scored, an unsolved task is not a task defect by the LLM review (the ``judge`` role at
     ``review_url``; without one, unsolved tasks are kept and say they were not reviewed), and no
     near duplicate of a task kept before it. Every rejection is stored with its reasons."""
-    scores = (
-        lake.read("scores")
-        .filter((pl.col("run_id") == run_id) & (pl.col("domain_id") == domain.id))
-        .group_by("task_id")
-        .agg(pl.len().alias("trials"), pl.col("passed").sum().alias("successes"))
-        .collect()
-    )
-    by_task = {r["task_id"]: r for r in scores.to_dicts()}
+    by_task = _score_tally(lake, run_id, domain)
     found = {t: _gate_inputs(domain, t, by_task.get(t, {})) for t in task_ids}
     unsolved = [t for t, g in found.items() if _unsolved(g)]
     # A re-run of the stage keeps the reviews it already stored instead of asking again.
@@ -352,15 +285,25 @@ def filter_tasks(
         g = found[task_id]
         found[task_id] = replace(g, duplicate_of=twin, problems=(*g.problems, similarity))
     rows = [_verdict_row(domain, g, gates.verdict(g)) for g in found.values()]
-    lake.write("task_verdicts", rows, run_id)
-    lake.write("llm_calls", [llm_call_row(run_id, c) for c in calls], run_id, mode="insert")
+    lake.write(TaskVerdictRow.TABLE, rows, run_id)
+    lake.write(LLMCallRow.TABLE, [llm_call_row(run_id, c) for c in calls], run_id, mode="insert")
     return {
         "verdicts": len(rows),
-        "accepted": sum(1 for r in rows if r["accepted"]),
+        "accepted": sum(1 for r in rows if r.accepted),
         "reviewed": len(reviews),
         "task_defects": sum(1 for c, _ in reviews.values() if c == "task_defect"),
-        "near_duplicates": sum(1 for r in rows if r["duplicate_of"]),
+        "near_duplicates": sum(1 for r in rows if r.duplicate_of),
     }
+
+
+def _score_tally(lake: Lake, run_id: str, domain: Domain) -> dict[str, dict[str, int]]:
+    """Per task: how many of the run's episodes were scored (trials), and succeeded."""
+    tally: dict[str, dict[str, int]] = {}
+    for r in lake.rows(ScoreRow, run_id=run_id, domain_id=domain.id, fields=["task_id", "passed"]):
+        t = tally.setdefault(str(r.task_id), {"trials": 0, "successes": 0})
+        t["trials"] += 1
+        t["successes"] += bool(r.passed)
+    return tally
 
 
 def _unsolved(g: gates.GateInputs) -> bool:
@@ -391,42 +334,41 @@ def _gate_inputs(domain: Domain, task_id: str, scored: dict[str, Any]) -> gates.
     )
 
 
-def _verdict_row(domain: Domain, g: gates.GateInputs, v: gates.GateVerdict) -> dict[str, Any]:
-    return {
-        "domain_id": domain.id,
-        "task_id": g.task_id,
-        "gold_replay_ok": g.gold_replay_ok,
-        "gold_scores_one": g.gold_scores_one,
-        "null_scores_zero": g.null_scores_zero,
-        "trials": g.trials,
-        "successes": g.successes,
-        "pass_rate": v.pass_rate,
-        "difficulty_band": v.difficulty_band,
-        "accepted": v.accepted,
-        "reasons": v.reasons,
-        "gold_deterministic": g.gold_deterministic,
-        "review_cause": g.review_cause,
-        "duplicate_of": g.duplicate_of,
-        "rejected_at": v.rejected_at,
-    }
+def _verdict_row(domain: Domain, g: gates.GateInputs, v: gates.GateVerdict) -> TaskVerdictRow:
+    return TaskVerdictRow(
+        domain_id=domain.id,
+        task_id=g.task_id,
+        gold_replay_ok=g.gold_replay_ok,
+        gold_scores_one=g.gold_scores_one,
+        null_scores_zero=g.null_scores_zero,
+        trials=g.trials,
+        successes=g.successes,
+        pass_rate=v.pass_rate,
+        difficulty_band=v.difficulty_band,
+        accepted=v.accepted,
+        reasons=v.reasons,
+        gold_deterministic=g.gold_deterministic,
+        review_cause=g.review_cause,
+        duplicate_of=g.duplicate_of,
+        rejected_at=v.rejected_at,
+    )
 
 
 def _stored_reviews(lake: Lake, run_id: str, domain: Domain) -> dict[str, tuple[str, str]]:
     """(cause, reason) of the LLM reviews this run's verdicts already hold."""
-    rows = (
-        lake.read("task_verdicts")
-        .filter((pl.col("run_id") == run_id) & (pl.col("domain_id") == domain.id))
-        .select("task_id", "review_cause", "reasons")
-        .collect()
-        .to_dicts()
+    rows = lake.rows(
+        TaskVerdictRow,
+        run_id=run_id,
+        domain_id=domain.id,
+        fields=["task_id", "review_cause", "reasons"],
     )
     out = {}
     for r in rows:
-        cause = r["review_cause"]
+        cause = r.review_cause
         if cause in gates.REVIEW_CAUSES:
             prefix = f"review: {cause}: "
-            said = [x[len(prefix) :] for x in r["reasons"] or [] if x.startswith(prefix)]
-            out[r["task_id"]] = (cause, said[0] if said else "")
+            said = [x[len(prefix) :] for x in r.reasons or [] if x.startswith(prefix)]
+            out[r.task_id] = (cause, said[0] if said else "")
     return out
 
 
@@ -444,21 +386,11 @@ def _review_unsolved(
         return {}, []
     if settings is None or review_url is None:
         return {t: ("not_reviewed", "no judge endpoint for the review") for t in task_ids}, []
-    rows = (
-        lake.read("episodes")
-        .filter(
-            (pl.col("run_id") == run_id)
-            & (pl.col("domain_id") == domain.id)
-            & pl.col("task_id").is_in(list(task_ids))
-        )
-        .sort("task_id", "trial")
-        .collect()
-        .to_dicts()
-    )
+    rows = lake.rows(EpisodeRow, run_id=run_id, domain_id=domain.id, task_id=OneOf(list(task_ids)))
     transcripts: dict[str, list[str]] = {t: [] for t in task_ids}
-    for r in rows:
-        if len(transcripts[r["task_id"]]) < REVIEW_TRANSCRIPTS:
-            transcripts[r["task_id"]].append(trajectory_from_row(r).transcript())
+    for r in sorted(rows, key=lambda r: (r.task_id or "", r.trial or 0)):
+        if len(transcripts[str(r.task_id)]) < REVIEW_TRANSCRIPTS:
+            transcripts[str(r.task_id)].append(trajectory_from_row(r).transcript())
 
     async def one(client: ChatClient, task_id: str) -> tuple[str, str]:
         try:
@@ -485,20 +417,33 @@ def _review_unsolved(
 
 def curate_task_set(lake: Lake, run_id: str) -> dict[str, Any]:
     """The run's accepted tasks as a task set naming the table versions it was built from."""
-    accepted = (
-        lake.read("task_verdicts")
-        .filter((pl.col("run_id") == run_id) & pl.col("accepted"))
-        .select("domain_id", "task_id")
-        .sort("domain_id", "task_id")
-        .collect()
-        .to_dicts()
+    accepted = sorted(
+        (r.domain_id, r.task_id)
+        for r in lake.rows(
+            TaskVerdictRow, run_id=run_id, accepted=True, fields=["domain_id", "task_id"]
+        )
     )
     built_from = lake.versions(["domains", "tasks", "episodes", "scores", "task_verdicts"])
-    row = {
-        "task_set_id": f"nightly/{run_id}",
-        "name": f"nightly {run_id}",
-        "tasks": accepted,
-        "built_from": built_from,
+    row = task_set_row(
+        f"nightly/{run_id}",
+        f"nightly {run_id}",
+        accepted,
+        [(v["table"], v["version"]) for v in built_from],
+    )
+    lake.write(row.TABLE, [row], run_id)
+    return task_set_summary(row)
+
+
+def task_set_summary(row: TaskSetRow) -> dict[str, Any]:
+    """What the report says of a task set: its id, how many tasks, what it was built from."""
+    return {
+        "task_set_id": row.task_set_id,
+        "tasks": len(row.tasks or []),
+        "built_from": [v.model_dump() for v in row.built_from or []],
     }
-    lake.write("task_sets", [row], run_id)
-    return {"task_set_id": row["task_set_id"], "tasks": len(accepted), "built_from": built_from}
+
+
+def run_task_set(lake: Lake, run_id: str) -> dict[str, Any]:
+    """The summary of the task set a run curated; empty when it curated none yet."""
+    rows = lake.rows(TaskSetRow, run_id=run_id)
+    return task_set_summary(rows[0]) if rows else {}

@@ -26,8 +26,8 @@ from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult, run_
 from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.sandbox import SandboxLimits, load_sandboxed_domain
 from maestro.flows.endpoints import model_endpoints
-from maestro.flows.records import domain_row, llm_call_row, task_row
 from maestro.storage import Lake
+from maestro.storage.records import domain_row, llm_call_row, task_row
 
 DEFAULT_BRIEFS = [
     Brief(

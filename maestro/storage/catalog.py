@@ -1,4 +1,4 @@
-"""The table catalog as Markdown, generated from the schemas (docs/tables.md is its output)."""
+"""The table catalog as Markdown, generated from the row models (docs/tables.md is its output)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,13 @@ def catalog_markdown() -> str:
     lines = [
         "# Table catalog",
         "",
-        "Generated from `maestro/storage/schemas.py` by `python -m maestro.storage.catalog`; a test keeps",
-        "this page equal to the schemas. Every table lives under the lake root (`MAESTRO_LAKE_ROOT`, default",
-        "`runs/lake`; `s3://bucket/prefix` on a cluster), one Delta table per folder. Every row carries the",
-        "`run_id` that wrote it and `written_at`; writes merge on the keys, so re-running a run never",
-        'duplicates a row. Query them with `maestro query "SQL"` or `Lake().read(name)` (a polars LazyFrame).',
+        "Generated from the row models of `maestro/storage/rows.py` (each table's Arrow schema is derived",
+        "from its model) by `python -m maestro.storage.catalog`; a test keeps this page equal to them. Every",
+        "table lives under the lake root (`MAESTRO_LAKE_ROOT`, default `runs/lake`; `s3://bucket/prefix` on a",
+        "cluster), one Delta table per folder. Every row carries the `run_id` that wrote it and `written_at`;",
+        "writes merge on the keys, so re-running a run never duplicates a row. Query them with",
+        '`maestro query "SQL"`, `Lake().rows(EpisodeRow, run_id=...)` (typed rows) or `Lake().read(name)`',
+        "(a polars LazyFrame).",
         "",
     ]
     for t in TABLES.values():

@@ -1,8 +1,9 @@
 """The lake: versioned Delta tables under one root, a local folder or ``s3://``.
 
-The only module that imports ``deltalake``. Writes are idempotent (merge on each table's keys),
-commit conflicts become a bounded retry and then one :class:`StorageError`; reads return polars
-LazyFrames, at the latest version or any earlier one.
+The only module that imports ``deltalake``. Writes take typed rows (``rows.py``) and are
+idempotent (merge on each table's keys, or insert only what is new); commit conflicts become a
+bounded retry and then one :class:`StorageError`. Reads return typed rows (``rows``) or polars
+LazyFrames (``read``), at the latest version or any earlier one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -22,14 +23,14 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from maestro.storage.errors import StorageError
+from maestro.storage.rows import STAMP, Row
 from maestro.storage.schemas import TABLES, TableDef
 from maestro.storage.sql import allowed_sql
+from maestro.storage.where import check_columns, expression
 
 WriteMode = Literal["merge", "insert"]
-
-
-class StorageError(Exception):
-    """A lake operation failed: bad rows, unknown table, or commits that kept conflicting."""
+R = TypeVar("R", bound=Row)
 
 
 class LakeSettings(BaseSettings):
@@ -127,15 +128,18 @@ class Lake:
 
     # ----- writes ------------------------------------------------------------------------------
 
-    def to_arrow(self, table: str, rows: Sequence[Mapping[str, Any]], run_id: str) -> pa.Table:
-        """Rows as an Arrow table of the declared schema, stamped with the run id and the time;
-        duplicates of a key keep the last row. Names the table, the row and the columns when the
-        rows do not fit."""
+    def to_arrow(
+        self, table: str, rows: Sequence[Row | Mapping[str, Any]], run_id: str
+    ) -> pa.Table:
+        """Rows (typed, or mappings of column to value) as an Arrow table of the declared schema,
+        stamped with the run id and the time; duplicates of a key keep the last row. Names the
+        table, the row and the columns when the rows do not fit."""
         tdef = self.definition(table)
         if not run_id:
             raise StorageError("every write needs a run id")
+        plain = [self._plain(tdef, i, r) for i, r in enumerate(rows)]
         columns: set[str] = set()
-        for row in rows:
+        for row in plain:
             columns.update(row)
         extra = columns - set(tdef.schema.names)
         if extra:
@@ -145,7 +149,7 @@ class Lake:
         stamped = {"run_id", "written_at"}
         body = pa.schema([f for f in tdef.schema if f.name not in stamped])
         try:
-            data = pa.Table.from_pylist(list(rows), schema=body)
+            data = pa.Table.from_pylist(plain, schema=body)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise StorageError(f"{table}: rows do not fit the schema: {exc}") from None
         n = data.num_rows
@@ -170,10 +174,20 @@ class Lake:
             data = data.take(pa.array(last.to_list()))
         return data
 
+    @staticmethod
+    def _plain(tdef: TableDef, i: int, row: Row | Mapping[str, Any]) -> Mapping[str, Any]:
+        if not isinstance(row, Row):
+            return row
+        if not isinstance(row, tdef.row):
+            raise StorageError(
+                f"{tdef.name}: row {i} is a {type(row).__name__}, not a {tdef.row.__name__}"
+            )
+        return row.model_dump(exclude=set(STAMP))
+
     def write(
         self,
         table: str,
-        rows: Sequence[Mapping[str, Any]] | pa.Table,
+        rows: Sequence[Row | Mapping[str, Any]] | pa.Table,
         run_id: str,
         *,
         mode: WriteMode = "merge",
@@ -306,6 +320,37 @@ class Lake:
             )
         except Exception as exc:
             raise StorageError(f"{table}: cannot read version {version}: {exc}") from None
+
+    def _filtered(self, row: type[Row], at: int | None, where: Mapping[str, Any]) -> pl.LazyFrame:
+        condition = expression(row, where)
+        frame = self.read(row.TABLE, at)
+        return frame if condition is None else frame.filter(condition)
+
+    def rows(
+        self,
+        row: type[R],
+        /,
+        *,
+        at: int | None = None,
+        fields: Sequence[str] | None = None,
+        **where: Any,
+    ) -> list[R]:
+        """The table's rows that meet ``where`` (column = value, ``OneOf``, ``NoneOf``), typed,
+        at its latest version or version ``at``. ``fields`` reads only those columns (and the
+        keys); the others are None."""
+        frame = self._filtered(row, at, where)
+        if fields is not None:
+            names = list(dict.fromkeys([*row.KEYS, *fields]))
+            check_columns(row, names)
+            frame = frame.select(names)
+        return [row.model_validate(r) for r in frame.collect().to_dicts()]
+
+    def values(
+        self, row: type[Row], column: str, /, *, at: int | None = None, **where: Any
+    ) -> list[Any]:
+        """One column of the rows that meet ``where``."""
+        check_columns(row, [column])
+        return self._filtered(row, at, where).select(column).collect().to_series().to_list()
 
     def history(self, table: str) -> list[dict[str, Any]]:
         """The table's commits, newest first: version, time, operation, run id."""

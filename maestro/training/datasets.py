@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
-
-from maestro.agents.roles import ASSISTANT_PREAMBLE
+from maestro.agents.roles import assistant_system_prompt
+from maestro.conversation import Message, ToolCall, to_openai
 from maestro.domains import Domain
 from maestro.domains.models import Task
 from maestro.domains.package import replay_gold
-from maestro.storage import Lake
+from maestro.storage import Lake, OneOf
+from maestro.storage.records import message_from_row, task_refs
+from maestro.storage.rows import DatasetRow, EpisodeRow, ScoreRow, TableVersion, TaskSetRow
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -67,54 +68,48 @@ class TrainingDataset:
 
     def register(self, lake: Lake, run_id: str, uri: str) -> None:
         """Write this dataset's row in the ``datasets`` table."""
-        row = {
-            "dataset_id": self.dataset_id,
-            "method": self.method,
-            "task_set_id": self.task_set_id,
-            "n_rows": len(self.rows),
-            "uri": uri,
-            "built_from": self.built_from,
-        }
-        lake.write("datasets", [row], run_id)
+        row = DatasetRow(
+            dataset_id=self.dataset_id,
+            method=self.method,
+            task_set_id=self.task_set_id,
+            n_rows=len(self.rows),
+            uri=uri,
+            built_from=[TableVersion.model_validate(v) for v in self.built_from],
+        )
+        lake.write(row.TABLE, [row], run_id)
 
 
 # ----- conversation pieces ---------------------------------------------------------------------
-
-
-def system_prompt(domain: Domain) -> str:
-    """The assistant's system prompt, as :class:`maestro.agents.roles.Assistant` builds it."""
-    m = domain.manifest
-    today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
-    return ASSISTANT_PREAMBLE.format(
-        name=m.name, description=m.description, today=today, policy=domain.policy
-    )
 
 
 def tools_json(domain: Domain) -> str:
     return json.dumps(domain.toolkit.schemas())
 
 
-def message(
-    role: str, content: str | None = None, calls: Sequence[tuple[str, str]] = (), name: str = ""
-) -> dict[str, Any]:
-    """One message with the same keys whatever its role (Arrow wants one struct type)."""
+def trl_message(m: Message) -> dict[str, Any]:
+    """A message in TRL's conversational format: the chat wire format with the same keys
+    whatever the role (Arrow wants one struct type); tool-call arguments stay JSON text."""
+    wire = to_openai(m)
     return {
-        "role": role,
-        "content": content or "",
+        "role": m.role,
+        "content": m.content or "",
         "tool_calls": [
-            {"type": "function", "function": {"name": n, "arguments": a}} for n, a in calls
+            {"type": c["type"], "function": c["function"]} for c in wire.get("tool_calls", [])
         ],
-        "name": name,
+        "name": m.name or "",
     }
 
 
-def from_lake_messages(system: str, stored: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """An episodes row's messages in TRL's format, after the assistant's system prompt."""
-    out = [message("system", system)]
-    for m in stored:
-        calls = [(c["name"], c["arguments"] or "{}") for c in m.get("tool_calls") or []]
-        out.append(message(m["role"], m.get("content"), calls, m.get("name") or ""))
-    return out
+def conversation(domain: Domain, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A conversation in TRL's format after the assistant's system prompt, the one it is
+    served with."""
+    system = Message(role="system", content=assistant_system_prompt(domain))
+    return [trl_message(m) for m in (system, *messages)]
+
+
+def opening(task: Task) -> Message:
+    """The user's first message in a task: the reason for calling."""
+    return Message(role="user", content=task.user_scenario.instructions.reason_for_call)
 
 
 def gold_conversation(domain: Domain, task: Task) -> list[dict[str, Any]]:
@@ -123,26 +118,42 @@ def gold_conversation(domain: Domain, task: Task) -> list[dict[str, Any]]:
     replay = replay_gold(domain, task)
     if not replay.ok:
         raise DatasetError(f"{domain.id}/{task.id}: the gold path does not replay cleanly")
-    out = [
-        message("system", system_prompt(domain)),
-        message("user", task.user_scenario.instructions.reason_for_call),
-    ]
-    for action, outcome in zip(task.gold_actions, replay.outcomes, strict=True):
-        out.append(message("assistant", None, [(action.name, json.dumps(action.arguments))]))
-        out.append(message("tool", outcome.content, name=action.name))
+    messages = [opening(task)]
+    for i, (action, outcome) in enumerate(zip(task.gold_actions, replay.outcomes, strict=True)):
+        call = ToolCall(id=f"gold_{i}", name=action.name, arguments=action.arguments)
+        messages.append(Message(role="assistant", tool_calls=[call]))
+        messages.append(
+            Message(role="tool", content=outcome.content, name=action.name, tool_call_id=call.id)
+        )
     info = task.evaluation_criteria.communicate_info
-    out.append(message("assistant", ("To confirm: " + "; ".join(info) + ".") if info else "Done."))
-    return out
+    text = ("To confirm: " + "; ".join(info) + ".") if info else "Done."
+    messages.append(Message(role="assistant", content=text))
+    return conversation(domain, messages)
 
 
 # ----- reading the lake ------------------------------------------------------------------------
 
 
 @dataclass
+class _Episode:
+    """A stored episode of the task set's tasks, and whether it succeeded."""
+
+    row: EpisodeRow
+    passed: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (str(self.row.domain_id), str(self.row.task_id))
+
+    def conversation(self, domain: Domain) -> list[dict[str, Any]]:
+        return conversation(domain, [message_from_row(m) for m in self.row.messages or []])
+
+
+@dataclass
 class _Source:
     versions: list[dict[str, Any]]
     tasks: list[tuple[Domain, Task]]
-    episodes: list[dict[str, Any]]
+    episodes: list[_Episode]
 
 
 def _read_source(
@@ -152,36 +163,45 @@ def _read_source(
     at = {v["table"]: v["version"] for v in versions}
     if at["task_sets"] is None:
         raise DatasetError("the lake has no task_sets table yet: curate a task set first")
-    sets = (
-        lake.read("task_sets", at["task_sets"])
-        .filter(pl.col("task_set_id") == task_set_id)
-        .collect()
-        .to_dicts()
-    )
+    sets = lake.rows(TaskSetRow, at=at["task_sets"], task_set_id=task_set_id)
     if not sets:
         raise DatasetError(f"task set {task_set_id!r} is not in the task_sets table")
-    refs = [(r["domain_id"], r["task_id"]) for r in sets[0]["tasks"] or []]
+    refs = task_refs(sets[0])
     missing = sorted({d for d, _ in refs if d not in domains})
     if missing:
         raise DatasetError(f"task set {task_set_id!r} names domain(s) not loaded: {missing}")
     tasks = [(domains[d], domains[d].task(t)) for d, t in refs]
     if split is not None:
         tasks = [(d, t) for d, t in tasks if t.split == split]
-    episodes: list[dict[str, Any]] = []
+    episodes: list[_Episode] = []
     if at["episodes"] is not None and at["scores"] is not None and tasks:
-        keys = pl.DataFrame(
-            {"domain_id": [d.id for d, _ in tasks], "task_id": [t.id for _, t in tasks]}
-        ).lazy()
-        scores = lake.read("scores", at["scores"]).select("episode_id", "reward", "passed")
-        episodes = (
-            lake.read("episodes", at["episodes"])
-            .join(keys, on=["domain_id", "task_id"])
-            .join(scores, on="episode_id")
-            .sort("episode_id")
-            .collect()
-            .to_dicts()
-        )
+        episodes = _scored_episodes(lake, at["episodes"], at["scores"], tasks)
     return _Source(versions, tasks, episodes)
+
+
+def _scored_episodes(
+    lake: Lake, episodes_at: int, scores_at: int, tasks: Sequence[tuple[Domain, Task]]
+) -> list[_Episode]:
+    """The scored episodes of the tasks, at the table versions given, by episode id."""
+    wanted = {(d.id, t.id) for d, t in tasks}
+    rows = lake.rows(
+        EpisodeRow,
+        at=episodes_at,
+        domain_id=OneOf(sorted({d for d, _ in wanted})),
+        task_id=OneOf(sorted({t for _, t in wanted})),
+    )
+    rows = [r for r in rows if (r.domain_id, r.task_id) in wanted]
+    passed = {
+        s.episode_id: bool(s.passed)
+        for s in lake.rows(
+            ScoreRow,
+            at=scores_at,
+            episode_id=OneOf([r.episode_id for r in rows]),
+            fields=["passed"],
+        )
+    }
+    scored = [_Episode(r, passed[r.episode_id]) for r in rows if r.episode_id in passed]
+    return sorted(scored, key=lambda e: e.row.episode_id)
 
 
 def _row_meta(source: _Source, domain: Domain, task: Task, episodes: list[str]) -> dict[str, Any]:
@@ -208,14 +228,14 @@ def build_sft(
     by_key = {(d.id, t.id): (d, t) for d, t in source.tasks}
     rows = []
     for e in source.episodes:
-        if not e["passed"]:
+        if not e.passed:
             continue
-        domain, task = by_key[(e["domain_id"], e["task_id"])]
+        domain, task = by_key[e.key]
         rows.append(
             {
-                "messages": from_lake_messages(system_prompt(domain), e["messages"] or []),
+                "messages": e.conversation(domain),
                 "source": "episode",
-                **_row_meta(source, domain, task, [e["episode_id"]]),
+                **_row_meta(source, domain, task, [e.row.episode_id]),
             }
         )
     if include_gold:
@@ -253,15 +273,12 @@ def build_dpo(
     source = _read_source(lake, domains, task_set_id, split)
     rows = []
     for domain, task in source.tasks:
-        mine = [
-            e for e in source.episodes if (e["domain_id"], e["task_id"]) == (domain.id, task.id)
-        ]
-        good = [e for e in mine if e["passed"]]
-        bad = [e for e in mine if not e["passed"]]
-        system = system_prompt(domain)
+        mine = [e for e in source.episodes if e.key == (domain.id, task.id)]
+        good = [e for e in mine if e.passed]
+        bad = [e for e in mine if not e.passed]
         for g, b in list(zip(good, bad, strict=False))[:pairs_per_task]:
-            chosen = from_lake_messages(system, g["messages"] or [])
-            rejected = from_lake_messages(system, b["messages"] or [])
+            chosen = g.conversation(domain)
+            rejected = b.conversation(domain)
             n = shared_prefix(chosen, rejected)
             # The completion must start with an assistant turn the two disagree on.
             while n > 0 and chosen[n - 1]["role"] == "assistant":
@@ -273,7 +290,7 @@ def build_dpo(
                     "prompt": chosen[:n],
                     "chosen": chosen[n:],
                     "rejected": rejected[n:],
-                    **_row_meta(source, domain, task, [g["episode_id"], b["episode_id"]]),
+                    **_row_meta(source, domain, task, [g.row.episode_id, b.row.episode_id]),
                 }
             )
     return _finish("dpo", task_set_id, rows, source, dataset_id)
@@ -291,10 +308,7 @@ def build_grpo(
     source = _read_source(lake, domains, task_set_id, split)
     rows = [
         {
-            "prompt": [
-                message("system", system_prompt(domain)),
-                message("user", task.user_scenario.instructions.reason_for_call),
-            ],
+            "prompt": conversation(domain, [opening(task)]),
             **_row_meta(source, domain, task, []),
         }
         for domain, task in source.tasks

@@ -11,17 +11,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from pydantic import BaseModel, Field
 
+from maestro.agents.judging import Judging, score_all
 from maestro.agents.settings import LLMSettings
 from maestro.domains import Domain
-from maestro.flows.records import episode_row, score_row
-from maestro.flows.simulate import score_batch
 from maestro.scoring import mean_pass_hat_k
 from maestro.simulation.episode import EpisodeLimits
 from maestro.simulation.runner import BatchConfig, make_jobs, run_batch
 from maestro.storage import Lake
+from maestro.storage.records import episode_row, score_row, task_refs
+from maestro.storage.rows import EpisodeRow, EvaluationRow, ScoreRow, TaskSetRow
 from maestro.training.generation import ChatGenerator, SamplingSettings
 from maestro.training.models import BaseModelSpec, load_model, load_tokenizer
 from maestro.training.serving import ModelServer
@@ -48,18 +48,16 @@ def held_out_tasks(
     lake: Lake, domains: Mapping[str, Domain], task_set_id: str, split: str
 ) -> dict[str, list[str]]:
     """The task set's tasks in ``split``, by domain id."""
-    sets = lake.read("task_sets").filter(pl.col("task_set_id") == task_set_id).collect()
-    if sets.is_empty():
+    sets = lake.rows(TaskSetRow, task_set_id=task_set_id)
+    if not sets:
         raise EvaluationError(f"task set {task_set_id!r} is not in the task_sets table")
     out: dict[str, list[str]] = defaultdict(list)
-    for ref in sets.row(0, named=True)["tasks"] or []:
-        domain = domains.get(ref["domain_id"])
+    for domain_id, task_id in task_refs(sets[0]):
+        domain = domains.get(domain_id)
         if domain is None:
-            raise EvaluationError(
-                f"task set names domain {ref['domain_id']!r}, which is not loaded"
-            )
-        if domain.task(ref["task_id"]).split == split:
-            out[domain.id].append(ref["task_id"])
+            raise EvaluationError(f"task set names domain {domain_id!r}, which is not loaded")
+        if domain.task(task_id).split == split:
+            out[domain.id].append(task_id)
     if not out:
         raise EvaluationError(f"task set {task_set_id!r} has no task in split {split!r}")
     return dict(out)
@@ -82,7 +80,9 @@ def evaluate_model(
     tokenizer = load_tokenizer(spec)
     gen = ChatGenerator(load_model(spec, tokenizer), tokenizer, settings.sampling)
     config = BatchConfig(concurrency=settings.concurrency, limits=settings.limits)
-    episodes, scores = [], []
+    episodes: list[EpisodeRow] = []
+    scores: list[ScoreRow] = []
+    judging = Judging.by(llm) if settings.judge else Judging.off()
     with ModelServer(gen, model_id) as server:
         local = llm.model_copy(deep=True)
         local.assistant.base_url = server.base_url
@@ -91,14 +91,14 @@ def evaluate_model(
             domain = domains[domain_id]
             jobs = make_jobs(domain, task_ids, settings.trials)
             batch = asyncio.run(run_batch(jobs, local, None, config))
-            judge_url = local.judge.base_url if settings.judge else None
-            cards = asyncio.run(score_batch(domain, batch, local, judge_url))
+            trajectories = [e.trajectory for e in batch.episodes]
+            cards = asyncio.run(score_all(domain, trajectories, judging))
             user = local.user.model or "default"
             for e, card in zip(batch.episodes, cards, strict=True):
                 episodes.append(episode_row(run_id, e, domain.manifest.version, model_id, user))
                 scores.append(score_row(run_id, e, card, model_id))
-    lake.write("episodes", episodes, run_id)
-    lake.write("scores", scores, run_id)
+    lake.write(EpisodeRow.TABLE, episodes, run_id)
+    lake.write(ScoreRow.TABLE, scores, run_id)
     return _record(lake, run_id, model_id, task_set_id, settings, episodes, scores)
 
 
@@ -108,28 +108,28 @@ def _record(
     model_id: str,
     task_set_id: str,
     settings: EvaluationSettings,
-    episodes: list[dict[str, Any]],
-    scores: list[dict[str, Any]],
+    episodes: list[EpisodeRow],
+    scores: list[ScoreRow],
 ) -> dict[str, Any]:
     trials: dict[str, list[bool]] = defaultdict(list)
     for s in scores:
-        trials[f"{s['domain_id']}/{s['task_id']}"].append(bool(s["passed"]))
-    rewards = [s["reward"] for s in scores if s["complete"]]
+        trials[f"{s.domain_id}/{s.task_id}"].append(bool(s.passed))
+    rewards = [s.reward for s in scores if s.complete and s.reward is not None]
     report = {
         "split": settings.split,
         "trials": settings.trials,
         "per_task": {k: sum(v) / len(v) for k, v in sorted(trials.items())},
-        "terminations": dict(Counter(e["termination"] for e in episodes)),
-        "incomplete_scores": sum(1 for s in scores if not s["complete"]),
+        "terminations": dict(Counter(e.termination for e in episodes)),
+        "incomplete_scores": sum(1 for s in scores if not s.complete),
     }
-    row = {
-        "evaluation_id": f"{model_id}/{task_set_id}/{settings.split}/{run_id}",
-        "model_id": model_id,
-        "task_set_id": task_set_id,
-        "episodes": len(episodes),
-        "pass_hat_1": mean_pass_hat_k(trials, 1),
-        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
-        "report_json": json.dumps(report, sort_keys=True),
-    }
-    lake.write("evaluations", [row], run_id)
-    return row
+    row = EvaluationRow(
+        evaluation_id=f"{model_id}/{task_set_id}/{settings.split}/{run_id}",
+        model_id=model_id,
+        task_set_id=task_set_id,
+        episodes=len(episodes),
+        pass_hat_1=mean_pass_hat_k(trials, 1),
+        mean_reward=sum(rewards) / len(rewards) if rewards else None,
+        report_json=json.dumps(report, sort_keys=True),
+    )
+    lake.write(row.TABLE, [row], run_id)
+    return row.model_dump(exclude={"run_id", "written_at"})

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import polars as pl
-
 from maestro.storage import Lake
+from maestro.storage.rows import ModelRow, TrainingRunRow
 
 
 class RegistryError(Exception):
@@ -27,48 +26,35 @@ def record_run(
     metrics: dict[str, Any] | None = None,
 ) -> None:
     """Write (or update, merged on its id) one training run's row."""
-    row = {
-        "training_run_id": training_run_id,
-        "method": method,
-        "dataset_id": dataset_id,
-        "base_model": base_model,
-        "status": status,
-        "config_json": json.dumps(config, sort_keys=True, default=str),
-        "metrics_json": json.dumps(metrics or {}, sort_keys=True, default=str),
-    }
-    lake.write("training_runs", [row], run_id)
+    row = TrainingRunRow(
+        training_run_id=training_run_id,
+        method=method,
+        dataset_id=dataset_id,
+        base_model=base_model,
+        status=status,
+        config_json=json.dumps(config, sort_keys=True, default=str),
+        metrics_json=json.dumps(metrics or {}, sort_keys=True, default=str),
+    )
+    lake.write(row.TABLE, [row], run_id)
 
 
 def record_model(
     lake: Lake, run_id: str, model_id: str, training_run_id: str, base_model: str, uri: str
 ) -> None:
-    lake.write(
-        "models",
-        [
-            {
-                "model_id": model_id,
-                "training_run_id": training_run_id,
-                "base_model": base_model,
-                "uri": uri,
-            }
-        ],
-        run_id,
+    row = ModelRow(
+        model_id=model_id, training_run_id=training_run_id, base_model=base_model, uri=uri
     )
+    lake.write(row.TABLE, [row], run_id)
 
 
 def run_status(lake: Lake, training_run_id: str) -> str | None:
-    rows = (
-        lake.read("training_runs")
-        .filter(pl.col("training_run_id") == training_run_id)
-        .select("status")
-        .collect()
-    )
-    return None if rows.is_empty() else str(rows.item(0, 0))
+    status = lake.values(TrainingRunRow, "status", training_run_id=training_run_id)
+    return str(status[0]) if status else None
 
 
 def model_uri(lake: Lake, model_id: str) -> str:
     """Where a registered model's weights are."""
-    rows = lake.read("models").filter(pl.col("model_id") == model_id).select("uri").collect()
-    if rows.is_empty():
+    uris = lake.values(ModelRow, "uri", model_id=model_id)
+    if not uris:
         raise RegistryError(f"model {model_id!r} is not in the models table")
-    return str(rows.item(0, 0))
+    return str(uris[0])

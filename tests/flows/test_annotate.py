@@ -28,11 +28,11 @@ from maestro.flows.annotate import (
     sample_items,
 )
 from maestro.flows.annotations import agreement_report, import_labels, render_report
-from maestro.flows.records import episode_row, score_row, task_row
 from maestro.scoring import RuleJudge, Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
 from maestro.simulation.scripted import gold_trajectory, null_trajectory
 from maestro.storage import Lake, LakeSettings
+from maestro.storage.records import episode_row, score_row, task_row
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 TASKS = [f"hotel_{i:03d}" for i in (1, 2, 3, 4, 5, 6, 7, 8, 10)]  # 004 has no NL assertion
@@ -210,9 +210,10 @@ def test_assertions_come_from_the_version_the_episode_ran_on(hotel: Domain, tmp_
     seed_lake(lake, hotel, ["hotel_001"])
     before = judged_items(lake)
     row = task_row(hotel, hotel.task("hotel_001"))
-    task = json.loads(row["task_json"])
+    task = json.loads(row.task_json or "")
     task["evaluation_criteria"]["nl_assertions"] = ["Reworded in a later version."]
-    lake.write("tasks", [{**row, "domain_version": "9.9.9", "task_json": json.dumps(task)}], "r2")
+    later = row.model_copy(update={"domain_version": "9.9.9", "task_json": json.dumps(task)})
+    lake.write("tasks", [later], "r2")
     after = judged_items(lake)
     assert after == before and "Reworded" not in after[0].assertion
 

@@ -18,11 +18,11 @@ import pytest
 
 from maestro.conversation import Trajectory
 from maestro.domains import Domain
-from maestro.flows.records import domain_row, episode_row, score_row, task_row
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
 from maestro.simulation.scripted import gold_trajectory, null_trajectory
 from maestro.storage import Lake, LakeSettings
+from maestro.storage.records import domain_row, episode_row, score_row, task_row
 from maestro.training.models import BaseModelSpec, load_tokenizer
 
 TASK_SET = "toy-set"

@@ -8,15 +8,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from maestro.agents.roles import Assistant
 from maestro.domains import Domain
 from maestro.storage import Lake
-from maestro.training.datasets import (
-    DatasetError,
-    build_dpo,
-    build_grpo,
-    build_sft,
-    system_prompt,
-)
+from maestro.training.datasets import DatasetError, build_dpo, build_grpo, build_sft
 
 from .conftest import TASK_SET
 
@@ -38,7 +33,8 @@ def test_sft_has_successful_episodes_and_gold_paths(toy_lake: Lake, toy: Domain)
     }
     roles = [m["role"] for m in episode["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
-    assert episode["messages"][0]["content"] == system_prompt(toy)
+    # Trained on the prompt the assistant is served with.
+    assert episode["messages"][0]["content"] == Assistant(None, toy).system  # type: ignore[arg-type]
     call = episode["messages"][2]["tool_calls"][0]["function"]
     assert call["name"] == "get_order" and json.loads(call["arguments"]) == {"order_id": "O2"}
     assert {t["function"]["name"] for t in json.loads(episode["tools"])} >= {"get_order"}

@@ -9,7 +9,10 @@ import polars as pl
 
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.domains import Domain, library_path, load_domain
-from maestro.flows.records import (
+from maestro.scoring import Scorer
+from maestro.simulation.runner import BatchConfig, make_jobs, run_batch
+from maestro.storage import Lake, LakeSettings
+from maestro.storage.records import (
     domain_row,
     episode_id,
     episode_row,
@@ -17,9 +20,6 @@ from maestro.flows.records import (
     score_row,
     task_row,
 )
-from maestro.scoring import Scorer
-from maestro.simulation.runner import BatchConfig, make_jobs, run_batch
-from maestro.storage import Lake, LakeSettings
 from tests.simulation.test_runner import fast_settings, urls
 
 
