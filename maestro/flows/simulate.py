@@ -99,14 +99,18 @@ async def score_batch(
     recorder: CallRecorder | None = None,
 ) -> list[ScoreCard]:
     """Score every episode; NL assertions judged by the judge role when ``judge_url`` is given
-    (its calls recorded through ``recorder``)."""
+    (its calls recorded through ``recorder``, each under ``<episode key>/judge``)."""
     judging = (
         Judging.off()
         if judge_url is None
         else Judging(settings.judge.model_copy(update={"base_url": judge_url}))
     )
     return await score_all(
-        domain, [e.trajectory for e in batch.episodes], judging, recorder=recorder
+        domain,
+        [e.trajectory for e in batch.episodes],
+        judging,
+        labels=[e.episode_key for e in batch.episodes],
+        recorder=recorder,
     )
 
 

@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,13 +40,13 @@ from maestro.storage.records import (
     episode_from_row,
     episode_id,
     episode_row,
-    llm_call_row,
     score_row,
     task_row,
     task_set_row,
     trajectory_from_row,
+    write_unit_calls,
 )
-from maestro.storage.rows import EpisodeRow, LLMCallRow, ScoreRow, TaskSetRow, TaskVerdictRow
+from maestro.storage.rows import EpisodeRow, ScoreRow, TaskSetRow, TaskVerdictRow
 
 
 class NightlyError(Exception):
@@ -192,18 +193,16 @@ def simulate(
         else:
             batch = asyncio.run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
         t1 = time.perf_counter()
+        # The calls first, the episodes last: an episode row marks its unit done (see
+        # docs/architecture.md, "Exactly once").
+        units = {e.episode_key: None for e in batch.episodes}  # none was done: none stored
+        write_unit_calls(lake, run_id, units, batch.llm_calls)
         lake.write(
             EpisodeRow.TABLE,
             [
                 episode_row(run_id, e, domain.manifest.version, assistant, user)
                 for e in batch.episodes
             ],
-            run_id,
-            mode="insert",
-        )
-        lake.write(
-            LLMCallRow.TABLE,
-            [llm_call_row(run_id, c) for c in batch.llm_calls],
             run_id,
             mode="insert",
         )
@@ -228,18 +227,15 @@ def score(
     batch = BatchResult(episodes=episodes, llm_calls=[], wall_s=0.0)
     judge_calls = CallLog()
     cards = asyncio.run(score_batch(domain, batch, settings, judge_url, judge_calls))
+    # The judge calls first, the scores last: a score row marks its episode scored.
+    units = {f"{e.episode_key}/judge": None for e in episodes}  # none was scored
+    write_unit_calls(lake, run_id, units, judge_calls.calls)
     lake.write(
         ScoreRow.TABLE,
         [
             score_row(run_id, e, c, r.assistant_model or assistant)
             for e, c, r in zip(episodes, cards, rows, strict=True)
         ],
-        run_id,
-        mode="insert",
-    )
-    lake.write(
-        LLMCallRow.TABLE,
-        [llm_call_row(run_id, c) for c in judge_calls.calls],
         run_id,
         mode="insert",
     )
@@ -285,8 +281,9 @@ def filter_tasks(
         g = found[task_id]
         found[task_id] = replace(g, duplicate_of=twin, problems=(*g.problems, similarity))
     rows = [_verdict_row(domain, g, gates.verdict(g)) for g in found.values()]
+    # The review calls first, the verdicts last: a verdict marks its review done.
+    write_unit_calls(lake, run_id, _review_units(lake, run_id, domain, todo), calls)
     lake.write(TaskVerdictRow.TABLE, rows, run_id)
-    lake.write(LLMCallRow.TABLE, [llm_call_row(run_id, c) for c in calls], run_id, mode="insert")
     return {
         "verdicts": len(rows),
         "accepted": sum(1 for r in rows if r.accepted),
@@ -294,6 +291,24 @@ def filter_tasks(
         "task_defects": sum(1 for c, _ in reviews.values() if c == "task_defect"),
         "near_duplicates": sum(1 for r in rows if r.duplicate_of),
     }
+
+
+def _review_units(
+    lake: Lake, run_id: str, domain: Domain, task_ids: Sequence[str]
+) -> dict[str, datetime | None]:
+    """The review of each task, labelled as its calls are, and when its verdict was last
+    stored (a review asked again keeps the calls of the one before)."""
+    stored = {
+        r.task_id: r.written_at
+        for r in lake.rows(
+            TaskVerdictRow,
+            run_id=run_id,
+            domain_id=domain.id,
+            task_id=OneOf(list(task_ids)),
+            fields=["written_at"],
+        )
+    }
+    return {f"{domain.id}/{t}/review": stored.get(t) for t in task_ids}
 
 
 def _score_tally(lake: Lake, run_id: str, domain: Domain) -> dict[str, dict[str, int]]:

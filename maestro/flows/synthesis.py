@@ -27,7 +27,7 @@ from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.sandbox import SandboxLimits, load_sandboxed_domain
 from maestro.flows.endpoints import model_endpoints
 from maestro.storage import Lake
-from maestro.storage.records import domain_row, llm_call_row, task_row
+from maestro.storage.records import call_rows, domain_row, task_row
 
 DEFAULT_BRIEFS = [
     Brief(
@@ -200,7 +200,7 @@ def store_result(
     for table, rows in synthesis_rows(result).items():
         lake.write(table, rows, run_id)
         written[table] = len(rows)
-    calls = [llm_call_row(run_id, c) for c in log.calls]
+    calls = call_rows(run_id, log.calls)
     if calls:
         lake.write("llm_calls", calls, run_id)
     written["llm_calls"] = len(calls)

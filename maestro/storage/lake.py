@@ -8,7 +8,10 @@ LazyFrames (``read``), at the latest version or any earlier one.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,14 +23,14 @@ import polars as pl
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maestro.storage.errors import StorageError
 from maestro.storage.rows import STAMP, Row
 from maestro.storage.schemas import TABLES, TableDef
 from maestro.storage.sql import allowed_sql
-from maestro.storage.where import check_columns, expression
+from maestro.storage.where import check_columns, expression, sql_predicate
 
 WriteMode = Literal["merge", "insert"]
 R = TypeVar("R", bound=Row)
@@ -46,6 +49,9 @@ class LakeSettings(BaseSettings):
     s3_allow_http: bool = False
     #: Attempts of a write whose commit conflicts with another writer's.
     commit_attempts: int = 20
+    #: Fault injection for the resumption tests: SIGKILL this process right after this Lake's
+    #: Nth commit (``MAESTRO_LAKE_KILL_AFTER_COMMIT``). Never set in production.
+    kill_after_commit: int | None = Field(None, ge=1)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,19 @@ class Lake:
         self.remote = "://" in root
         self.root = root if self.remote else str(Path(root).resolve())
         self.storage_options = self._storage_options()
+        #: Commits this Lake made (creates, appends, merges, deletes, added columns).
+        self.commits = 0
+
+    def _committed(self, table: str, operation: str) -> None:
+        """Count a commit; the fault-injection hook kills the process at the Nth."""
+        self.commits += 1
+        if self.settings.kill_after_commit == self.commits:
+            print(
+                f"fault injection: SIGKILL after commit {self.commits} ({table} {operation})",
+                file=sys.stderr,
+                flush=True,
+            )
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _storage_options(self) -> dict[str, str] | None:
         if not self.remote:
@@ -224,6 +243,7 @@ class Lake:
                     dt = self._open(table)
                     if dt is None:
                         continue
+                    self._committed(table, "create")
                 dt = self._add_new_columns(table, tdef, dt, props)
                 if mode == "insert":
                     return self._append_new(table, tdef, dt, data, props, attempt)
@@ -233,6 +253,7 @@ class Lake:
                 if mode == "merge":
                     merger = merger.when_matched_update_all()
                 metrics = merger.when_not_matched_insert_all().execute()
+                self._committed(table, "merge")
                 return WriteResult(
                     table,
                     dt.version(),
@@ -263,6 +284,7 @@ class Lake:
         if not new:
             return dt
         dt.alter.add_columns(new, commit_properties=props)
+        self._committed(table, "add columns")
         return self._open(table) or dt
 
     def _append_new(
@@ -301,6 +323,7 @@ class Lake:
                 storage_options=self.storage_options,
                 commit_properties=props,
             )
+            self._committed(table, "append")
         return WriteResult(table, dt.version(), incoming.height, data.num_rows, 0, attempt)
 
     # ----- reads -------------------------------------------------------------------------------
@@ -351,6 +374,32 @@ class Lake:
         """One column of the rows that meet ``where``."""
         check_columns(row, [column])
         return self._filtered(row, at, where).select(column).collect().to_series().to_list()
+
+    def delete(self, row: type[Row], run_id: str, /, **where: Any) -> int:
+        """Delete the rows that meet ``where`` (at least one condition) in a commit stamped with
+        ``run_id``; how many went. A table without such rows is left without a commit."""
+        if not self.values(row, row.KEYS[0], **where):
+            return 0
+        predicate = sql_predicate(row, where)
+        props = CommitProperties(
+            custom_metadata={"maestro.run_id": run_id, "maestro.table": row.TABLE}
+        )
+        last: Exception | None = None
+        for attempt in range(1, self.settings.commit_attempts + 1):
+            dt = self._open(row.TABLE)
+            assert dt is not None  # it holds the rows found above
+            try:
+                metrics = dt.delete(predicate, commit_properties=props)
+            except DeltaError as exc:
+                conflict = isinstance(exc, CommitFailedError) or "conflict" in str(exc).lower()
+                if not conflict:
+                    raise StorageError(f"{row.TABLE}: delete failed: {exc}") from exc
+                last = exc
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+                continue
+            self._committed(row.TABLE, "delete")
+            return int(metrics.get("num_deleted_rows", 0))
+        raise StorageError(f"{row.TABLE}: delete kept conflicting with other writers: {last}")
 
     def history(self, table: str) -> list[dict[str, Any]]:
         """The table's commits, newest first: version, time, operation, run id."""

@@ -1,13 +1,18 @@
 """The one conversion between maestro's objects and lake rows, both ways: domains, tasks,
-episodes (messages and tool calls), score cards, task sets, LLM calls. Pure: the flows call
-these, then ``Lake.write``.
+episodes (messages and tool calls), score cards, task sets, LLM calls.
+
+Conversions are pure; :func:`write_unit_calls` is the one write that is not a plain
+``Lake.write``: the LLM calls of whole units of work, stored exactly once however often a
+killed run redid the unit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,7 @@ from maestro.domains.models import Task
 from maestro.domains.package import Domain
 from maestro.scoring.card import ScoreCard
 from maestro.simulation.episode import EpisodeResult, Termination
+from maestro.storage.lake import Lake
 from maestro.storage.rows import (
     DomainRow,
     EpisodeRow,
@@ -33,6 +39,7 @@ from maestro.storage.rows import (
     TaskRow,
     TaskSetRow,
 )
+from maestro.storage.where import OneOf
 
 PACKAGE_FILES = ("domain.json", "models.py", "tools.py", "policy.md", "db.json")
 
@@ -262,18 +269,61 @@ def task_refs(row: TaskSetRow) -> list[tuple[str, str]]:
 # ----- LLM calls ----------------------------------------------------------------------------------
 
 
-def llm_call_row(run_id: str, call: LLMCall) -> LLMCallRow:
-    return LLMCallRow(
-        call_id=f"{run_id}/{call.episode or '-'}/{call.role}/{call.started_at.isoformat()}",
-        episode=call.episode,
-        role=call.role,
-        model=call.model,
-        endpoint=call.endpoint,
-        started_at=call.started_at,
-        latency_s=call.latency_s,
-        attempts=call.attempts,
-        prompt_tokens=call.prompt_tokens,
-        completion_tokens=call.completion_tokens,
-        status=call.status,
-        error=call.error,
+def call_rows(
+    run_id: str, calls: Sequence[LLMCall], first: Mapping[str, int] | None = None
+) -> list[LLMCallRow]:
+    """LLM calls as rows keyed by their unit's label (``call.episode``) and their place in it,
+    counted from ``first[label]`` (0 by default).
+
+    The calls of one unit (an episode, the judging of one, a task's review, a synthesis) are
+    made one after another, so their order by start time is the same each time the unit is
+    done: a redone unit's calls get the same keys.
+    """
+    by_label: dict[str, list[LLMCall]] = defaultdict(list)
+    for c in calls:
+        by_label[c.episode or "-"].append(c)
+    rows = []
+    for label, group in by_label.items():
+        start = (first or {}).get(label, 0)
+        for seq, c in enumerate(sorted(group, key=lambda c: c.started_at), start=start):
+            rows.append(LLMCallRow(call_id=f"{run_id}/{label}/{seq}", **c.model_dump()))
+    return rows
+
+
+def write_unit_calls(
+    lake: Lake, run_id: str, units: Mapping[str, datetime | None], calls: Sequence[LLMCall]
+) -> int:
+    """Store the LLM calls of whole units of work, before the rows that mark the units done.
+
+    ``units`` maps each unit's label (an episode's key, ``<key>/judge``, ``<domain>/<task>/review``)
+    to when the row that marks it done was last written (None: never). Calls stored after that
+    are a killed attempt's: the unit is being redone, so they are deleted and the new calls take
+    their keys; calls stored before it belong to an attempt whose result was kept (a review asked
+    again on purpose), and stay. So each attempt's calls are in the table once. (Two commits: a
+    kill between them leaves the units to be redone again.)
+    """
+    strays = sorted({c.episode or "-" for c in calls} - set(units))
+    if strays:
+        raise ValueError(f"calls of units not being stored: {strays[:3]}")
+    stored = (
+        lake.rows(
+            LLMCallRow,
+            run_id=run_id,
+            episode=OneOf(sorted(units)),
+            fields=["episode", "written_at"],
+        )
+        if units
+        else []
     )
+    orphans, kept = [], Counter[str]()
+    for c in stored:
+        done = units[str(c.episode)]
+        if done is None or c.written_at is None or c.written_at > done:
+            orphans.append(c.call_id)
+        else:
+            kept[str(c.episode)] += 1
+    if orphans:
+        lake.delete(LLMCallRow, run_id, call_id=OneOf(orphans))
+    rows = call_rows(run_id, calls, kept)
+    lake.write(LLMCallRow.TABLE, rows, run_id, mode="insert")
+    return len(rows)
