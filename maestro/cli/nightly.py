@@ -4,7 +4,6 @@ alone, and its schedule."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -13,8 +12,8 @@ from pydantic import ValidationError
 from maestro.cli.inputs import seconds
 from maestro.cli.prefect_api import flows_api
 from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
+from maestro.settings import RunSettings
 
-RUN_DIR = Path("runs")
 #: The stages ``maestro stage`` runs, in order (the flows are in maestro.flows.nightly).
 STAGE_NAMES = ("ingest", "simulate", "score", "filter", "curate", "report")
 
@@ -25,7 +24,7 @@ def _start_ray_meanwhile(params: NightlyParams) -> None:
     from maestro.simulation.ray_support import ensure_ray
 
     if params.ray_workers_wanted() != 0:
-        ensure_ray(RUN_DIR)
+        ensure_ray(RunSettings().dir)
 
 
 def _params(

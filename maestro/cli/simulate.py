@@ -82,5 +82,10 @@ def simulate(
     typer.echo(
         f"  mean reward: {report.mean_reward:.3f}   (NL assertions {'judged' if report.nl_judged else 'not judged'})"
     )
+    if report.unjudged:
+        typer.echo(
+            f"  {report.unjudged} episode(s) have a criterion without a verdict: they count as "
+            "not succeeded (success needs every criterion judged and a reward of 1)"
+        )
     for k, v in report.pass_hat_k.items():
         typer.echo(f"  pass^{k}: {v:.3f}   pass@{k}: {report.pass_at_k[k]:.3f}")

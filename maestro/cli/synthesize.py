@@ -19,16 +19,19 @@ from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
 from maestro.agents.codegen.graph import SynthesisNotFoundError, synthesis_folder
 from maestro.cli.inputs import seconds
 from maestro.cli.prefect_api import flows_api
+from maestro.settings import RunSettings
 
 
 def synthesize(
     brief: str | None = typer.Option(None, help="The domain to build, in a few sentences."),
     industry: str | None = typer.Option(None, help="The industry, such as 'leisure'."),
-    out: Path = typer.Option(
-        Path("runs/synthesis"), help="Run folder: domains/<id> and synthesis/<id> go under it."
+    out: Path | None = typer.Option(
+        None,
+        help="Run folder: domains/<id> and synthesis/<id> go under it (default: synthesis in "
+        "the run folder, MAESTRO_RUN_DIR).",
     ),
     lake: str | None = typer.Option(
-        None, help="Lake root (default MAESTRO_LAKE_ROOT or runs/lake)."
+        None, help="Lake root (default MAESTRO_LAKE_ROOT, else lake in the run folder)."
     ),
     no_lake: bool = typer.Option(False, "--no-lake", help="Write nothing to the lake."),
     max_iterations: int = typer.Option(3, min=1, max=20, help="Attempts per stage (per tool)."),
@@ -69,6 +72,7 @@ def synthesize(
     """Synthesize a domain from a brief (or resume one) and print each stage's outcome."""
     if (brief is None) == (resume is None):
         raise typer.BadParameter("give exactly one of --brief and --resume", param_hint="--brief")
+    out = out or RunSettings().synthesis
     try:
         the_brief = Brief(text=brief, industry=industry) if brief is not None else None
         config = SynthesisConfig(

@@ -31,7 +31,7 @@ def view(
     except ViewError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    page = write_page(run, out or reports_dir(lake))
+    page = write_page(run, out or reports_dir())
     typer.echo(f"{len(run.episodes)} episodes, {len(run.tasks)} tasks of run {run.run_id}: {page}")
     if not serve:
         return

@@ -17,7 +17,7 @@ from prefect.cache_policies import NONE
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
 from maestro.agents.settings import load_llm_settings
 from maestro.domains import load_domain
-from maestro.flows.endpoints import model_endpoints
+from maestro.flows.endpoints import CODEGEN, model_endpoints
 from maestro.flows.progress import EpisodeProgress, progress_key
 from maestro.flows.simulate import SimulationReport, simulate_domain
 from maestro.flows.synthesis import SynthesisParams, store_task, synthesize_task
@@ -92,10 +92,9 @@ def synthesize_flow(
     """One synthesis (``brief`` None: resume ``synthesis_id``), stored in the lake at
     ``lake_root`` ("" for the default lake; None: not stored)."""
     params = SynthesisParams(config=config, runs_dir=out)
-    with model_endpoints(load_llm_settings(), out) as (settings, urls):
-        result, log = synthesize_task(
-            brief, synthesis_id, params, settings, urls["codegen"], out, run_id
-        )
+    with model_endpoints(load_llm_settings(), CODEGEN, out) as settings:
+        url = str(settings.codegen.base_url)
+        result, log = synthesize_task(brief, synthesis_id, params, settings, url, out, run_id)
     if lake_root is not None:
         store_task(_lake(lake_root), run_id, result, log, params.limits)
     return result

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -19,15 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import maestro.flows.report as reports
 import maestro.flows.stages as stages
+from maestro.agents.judging import Judging
 from maestro.agents.settings import LLMSettings, Role, load_llm_settings
 from maestro.domains import Domain, load_domain
-from maestro.flows.endpoints import model_endpoints
+from maestro.flows.endpoints import model_endpoints, roles_called
 from maestro.flows.progress import EpisodeProgress, progress_key
 from maestro.flows.stages import NightlyParams
+from maestro.settings import RunSettings
 from maestro.simulation.episode import EpisodeResult
 from maestro.storage import Lake
-
-RUN_DIR = Path("runs")
 
 
 @task(name="validate inputs", cache_policy=NONE)
@@ -54,7 +53,6 @@ def simulate(
     task_ids: list[str],
     params: NightlyParams,
     settings: LLMSettings,
-    urls: dict[Role, str],
 ) -> dict[str, Any]:
     logger = get_run_logger()
     total = len(task_ids) * params.trials
@@ -81,7 +79,7 @@ def simulate(
                 f" ({e.error})" if e.error else "",
             )
 
-        stats = stages.simulate(lake, run_id, domain, task_ids, params, settings, urls, on_episode)
+        stats = stages.simulate(lake, run_id, domain, task_ids, params, settings, on_episode)
         bar.update(progress, completed=total)
         shown.finish()
     return stats
@@ -94,10 +92,8 @@ def simulate(
     retries=1,
     retry_delay_seconds=5,
 )
-def score(
-    lake: Lake, run_id: str, domain: Domain, settings: LLMSettings, judge_url: str | None
-) -> dict[str, int]:
-    return stages.score(lake, run_id, domain, settings, judge_url)
+def score(lake: Lake, run_id: str, domain: Domain, judging: Judging) -> dict[str, int]:
+    return stages.score(lake, run_id, domain, judging)
 
 
 @task(
@@ -108,16 +104,10 @@ def score(
     retry_delay_seconds=5,
 )
 def filter_tasks(
-    lake: Lake,
-    run_id: str,
-    domain: Domain,
-    task_ids: list[str],
-    settings: LLMSettings | None = None,
-    review_url: str | None = None,
+    lake: Lake, run_id: str, domain: Domain, task_ids: list[str], judging: Judging
 ) -> dict[str, int]:
-    return stages.filter_tasks(
-        lake, run_id, domain, task_ids, settings=settings, review_url=review_url
-    )
+    """The quality gates; the LLM review of unsolved tasks is the judge role's, when judging."""
+    return stages.filter_tasks(lake, run_id, domain, task_ids, judging=judging)
 
 
 @task(name="curate task set", cache_policy=NONE, retries=1, retry_delay_seconds=5)
@@ -134,7 +124,7 @@ def report(
     synthesis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     built = reports.build_report(lake, run_id, settings, task_set, synthesis)
-    out_dir = reports.reports_dir(lake)
+    out_dir = reports.reports_dir()
     transcripts = reports.write_transcripts(lake, run_id, out_dir)
     html_path = reports.write_html(built, out_dir, transcripts)
     key = "maestro-nightly-" + "".join(c if c.isalnum() else "-" for c in run_id.lower()).strip("-")
@@ -153,22 +143,21 @@ def report(
 
 
 def synthesize(
-    lake: Lake, run_id: str, params: NightlyParams, settings: LLMSettings, urls: dict[Role, str]
+    lake: Lake, run_id: str, params: NightlyParams, settings: LLMSettings
 ) -> dict[str, Any]:
-    """Tonight's briefs through the synthesis team (its own tasks show in the flow); the
-    accepted packages' folders, and the funnel."""
+    """Tonight's briefs through the synthesis team (its own tasks show in the flow), on the
+    codegen endpoint ``settings`` resolved; the accepted packages' folders, and the funnel."""
     from maestro.agents.codegen import Brief
     from maestro.flows.synthesis import SynthesisParams, synthesize_domains
 
     synth = SynthesisParams(
-        per_night=params.synthesize, runs_dir=RUN_DIR, budget_s=params.synthesis_budget_s
+        per_night=params.synthesize,
+        runs_dir=RunSettings().dir,
+        budget_s=params.synthesis_budget_s,
     )
     if params.briefs:
         synth.briefs = [Brief(text=b) for b in params.briefs]
-    live = settings.model_copy(deep=True)
-    for role, url in urls.items():  # the endpoints this run already started serve synthesis
-        live.role(role).base_url = url
-    summary = synthesize_domains(synth, lake, run_id, settings=live)
+    summary = synthesize_domains(synth, lake, run_id, settings=settings)
     for r in summary.results:
         get_run_logger().info(
             "synthesis %s: %s (%s)", r.synthesis_id, r.status, r.reason or r.package
@@ -190,6 +179,12 @@ def train(
         return None  # nothing was accepted: nothing to train on
     paths = [str(d.path) for d in domains if d.path is not None]
     return training_stage(task_set["task_set_id"], paths, settings=settings)
+
+
+def _judging(params: NightlyParams, settings: LLMSettings) -> Judging:
+    """Judging for a run: by the judge role of the resolved settings, or off (``--no-judge``):
+    NL assertions then stay pending and unsolved tasks are not reviewed."""
+    return Judging.by(settings) if params.judge else Judging.off()
 
 
 def default_run_id() -> str:
@@ -217,10 +212,12 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
     ray_workers = 0
     synthesis: dict[str, Any] | None = None
     with contextlib.ExitStack() as stack:
-        settings, urls = stack.enter_context(model_endpoints(load_llm_settings(), RUN_DIR))
+        roles = roles_called(judge=params.judge, synthesize=params.synthesize > 0)
+        settings = stack.enter_context(model_endpoints(load_llm_settings(), roles))
+        judging = _judging(params, settings)
         if params.synthesize:
             t0 = time.perf_counter()
-            synthesis = synthesize(lake, run_id, params, settings, urls)
+            synthesis = synthesize(lake, run_id, params, settings)
             spent["synthesize"] = time.perf_counter() - t0
             for path in synthesis["packages"]:
                 domain = load_domain(path)  # through the sandbox: an LLM wrote its tools
@@ -232,24 +229,16 @@ def nightly(params: NightlyParams | None = None) -> dict[str, Any]:
         timed("ingest", ingest, lake, run_id, domains)
         plan = [(d, stages.select_tasks(d, params)) for d in domains]
         plan = [(d, ids) for d, ids in plan if ids]
-        judge_url = urls["judge"] if params.judge else None
         pending = []
         for domain, ids in plan:
-            stats = timed("simulate", simulate, lake, run_id, domain, ids, params, settings, urls)
+            stats = timed("simulate", simulate, lake, run_id, domain, ids, params, settings)
             simulate_s += stats["simulate_s"]
             ray_workers = max(ray_workers, stats["ray_workers"])
             # Score and filter a domain while the next one simulates.
-            scored = score.submit(lake, run_id, domain, settings, judge_url)
+            scored = score.submit(lake, run_id, domain, judging)
             pending.append(
                 filter_tasks.submit(
-                    lake,
-                    run_id,
-                    domain,
-                    ids,
-                    settings,
-                    judge_url,  # the LLM review of unsolved tasks uses the judge role
-                    return_state=False,
-                    wait_for=[scored],
+                    lake, run_id, domain, ids, judging, return_state=False, wait_for=[scored]
                 )
             )
             pending.append(scored)
@@ -297,28 +286,38 @@ def simulate_flow(params: NightlyParams) -> dict[str, Any]:
     """Simulate the run's episodes not stored yet, domain by domain."""
     lake, run_id, domains = _stage_context(params)
     totals: dict[str, Any] = {}
-    with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
+    with model_endpoints(load_llm_settings(), roles_called(judge=False)) as settings:
         for domain in domains:
             ids = stages.select_tasks(domain, params)
             if ids:
-                totals[domain.id] = simulate(lake, run_id, domain, ids, params, settings, urls)
+                totals[domain.id] = simulate(lake, run_id, domain, ids, params, settings)
     return totals
+
+
+def _judge_roles(params: NightlyParams) -> tuple[Role, ...]:
+    return ("judge",) if params.judge else ()
 
 
 @flow(name="maestro-score")
 def score_flow(params: NightlyParams) -> dict[str, Any]:
     """Score the run's episodes that have no score yet."""
     lake, run_id, domains = _stage_context(params)
-    with model_endpoints(load_llm_settings(), RUN_DIR) as (settings, urls):
-        judge_url = urls["judge"] if params.judge else None
-        return {d.id: score(lake, run_id, d, settings, judge_url) for d in domains}
+    with model_endpoints(load_llm_settings(), _judge_roles(params)) as settings:
+        judging = _judging(params, settings)
+        return {d.id: score(lake, run_id, d, judging) for d in domains}
 
 
 @flow(name="maestro-filter")
 def filter_flow(params: NightlyParams) -> dict[str, Any]:
-    """Write the task verdicts of the run's tasks."""
+    """Write the task verdicts of the run's tasks: the nightly's filter, the LLM review of
+    unsolved tasks included (unless ``--no-judge``)."""
     lake, run_id, domains = _stage_context(params)
-    return {d.id: filter_tasks(lake, run_id, d, stages.select_tasks(d, params)) for d in domains}
+    with model_endpoints(load_llm_settings(), _judge_roles(params)) as settings:
+        judging = _judging(params, settings)
+        return {
+            d.id: filter_tasks(lake, run_id, d, stages.select_tasks(d, params), judging)
+            for d in domains
+        }
 
 
 @flow(name="maestro-curate")

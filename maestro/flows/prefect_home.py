@@ -44,14 +44,13 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maestro.flows.prefect_server import LocalPrefectServer, free_port
+from maestro.settings import RunSettings
 
 ADDRESS_FILE = "server.json"
 SERVER_LOCK = "server.lock"
 USERS_LOCK = "users.lock"
 START_LOCK = "start.lock"
 SUPERVISOR_LOG = "supervisor.log"
-#: The project's Prefect home when ``PREFECT_HOME`` is not set (relative to the working folder).
-DEFAULT_HOME = Path("runs") / "prefect"
 
 Source = Literal["configured", "project", "started"]
 
@@ -100,8 +99,10 @@ class PrefectAPI:
 
 
 def project_home() -> Path:
-    """The project's Prefect home: ``PREFECT_HOME``, else ``runs/prefect``, as an absolute path."""
-    return Path(os.environ.get("PREFECT_HOME") or DEFAULT_HOME).expanduser().resolve()
+    """The project's Prefect home: ``PREFECT_HOME``, else ``prefect`` in the run folder
+    (``MAESTRO_RUN_DIR``), as an absolute path."""
+    home = os.environ.get("PREFECT_HOME")
+    return (Path(home) if home else RunSettings().prefect_home).expanduser().resolve()
 
 
 def running_server(home: Path) -> ServerAddress | None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from maestro.agents.settings import ROLES, LLMSettings
 from maestro.scoring import gates
 from maestro.scoring.metrics import pass_hat_k
+from maestro.settings import RunSettings
 from maestro.storage import Lake
 from maestro.storage.rows import EpisodeRow, LLMCallRow, ScoreRow, TaskVerdictRow
 from maestro.view import ViewError, load_run, write_page
@@ -260,9 +261,9 @@ def write_html(report: RunReport, out_dir: Path, transcripts: Path | None = None
     return path
 
 
-def reports_dir(lake: Lake) -> Path:
-    """Where a run's pages go: ``reports`` beside a local lake, ``runs/reports`` for a remote one."""
-    return (Path(lake.root).parent if not lake.remote else Path("runs")) / "reports"
+def reports_dir() -> Path:
+    """Where a run's pages go: ``reports`` in the run folder (``MAESTRO_RUN_DIR``)."""
+    return RunSettings().reports
 
 
 def write_transcripts(lake: Lake, run_id: str, out_dir: Path) -> Path | None:

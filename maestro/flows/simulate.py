@@ -1,6 +1,7 @@
 """Simulate a domain's tasks k times each, score every episode, and report pass^k.
 
-A plain composition of simulation/ and scoring/; the Prefect flow wraps the same calls.
+A plain composition of simulation/ and scoring/ (``maestro simulate``); the nightly's stages
+run the same calls and store them.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -16,17 +16,22 @@ from maestro.agents.client import CallRecorder
 from maestro.agents.judging import Judging, score_all
 from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.package import Domain
-from maestro.flows.endpoints import model_endpoints
+from maestro.flows.endpoints import model_endpoints, roles_called
 from maestro.scoring.card import ScoreCard
 from maestro.scoring.metrics import pass_at_k, pass_hat_k
+from maestro.settings import RunSettings
 from maestro.simulation.episode import EpisodeResult
+from maestro.simulation.ray_support import ensure_ray
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
 
 
 class TaskOutcome(BaseModel):
     task_id: str
     rewards: list[float]
+    #: Trials that succeeded (``ScoreCard.succeeded``: every criterion judged, reward 1).
     successes: int
+    #: Trials with a criterion left without a verdict (not judged, or the judge failed).
+    unjudged: int = 0
 
 
 class SimulationReport(BaseModel):
@@ -40,6 +45,8 @@ class SimulationReport(BaseModel):
     mean_reward: float
     terminations: dict[str, int]
     judge_errors: int
+    #: Episodes whose card is not complete: they count as not succeeded in pass^k.
+    unjudged: int = 0
     llm_calls: int
     prompt_tokens: int
     completion_tokens: int
@@ -50,17 +57,18 @@ class SimulationReport(BaseModel):
 def report(
     domain: Domain, trials: int, batch: BatchResult, cards: Sequence[ScoreCard], nl_judged: bool
 ) -> SimulationReport:
-    """pass^k and pass@k for k = 1..trials, with what the run cost."""
+    """pass^k and pass@k for k = 1..trials, with what the run cost. Success is
+    ``ScoreCard.succeeded``, as in the nightly: with judging off, a task with NL assertions has
+    no success, and ``unjudged`` says how many episodes that concerns."""
     by_task: dict[str, list[ScoreCard]] = defaultdict(list)
     for card in cards:
         by_task[card.task_id].append(card)
-
-    def success(c: ScoreCard) -> bool:
-        return c.passed and (c.complete or not nl_judged)
-
     per_task = [
         TaskOutcome(
-            task_id=t, rewards=[c.reward for c in cs], successes=sum(success(c) for c in cs)
+            task_id=t,
+            rewards=[c.reward for c in cs],
+            successes=sum(c.succeeded for c in cs),
+            unjudged=sum(not c.complete for c in cs),
         )
         for t, cs in by_task.items()
     ]
@@ -83,6 +91,7 @@ def report(
         mean_reward=sum(c.reward for c in cards) / len(cards),
         terminations=dict(Counter(e.termination.value for e in batch.episodes)),
         judge_errors=sum(1 for c in cards if c.errors),
+        unjudged=sum(not c.complete for c in cards),
         llm_calls=len(batch.llm_calls),
         prompt_tokens=sum(c.prompt_tokens for c in batch.llm_calls),
         completion_tokens=sum(c.completion_tokens for c in batch.llm_calls),
@@ -91,25 +100,18 @@ def report(
     )
 
 
-async def score_batch(
+async def score_episodes(
     domain: Domain,
-    batch: BatchResult,
-    settings: LLMSettings,
-    judge_url: str | None,
+    episodes: Sequence[EpisodeResult],
+    judging: Judging,
     recorder: CallRecorder | None = None,
 ) -> list[ScoreCard]:
-    """Score every episode; NL assertions judged by the judge role when ``judge_url`` is given
-    (its calls recorded through ``recorder``, each under ``<episode key>/judge``)."""
-    judging = (
-        Judging.off()
-        if judge_url is None
-        else Judging(settings.judge.model_copy(update={"base_url": judge_url}))
-    )
+    """Score episodes of one domain; judge calls recorded per episode (see ``score_all``)."""
     return await score_all(
         domain,
-        [e.trajectory for e in batch.episodes],
+        [e.trajectory for e in episodes],
         judging,
-        labels=[e.episode_key for e in batch.episodes],
+        labels=[e.episode_key for e in episodes],
         recorder=recorder,
     )
 
@@ -123,22 +125,22 @@ def simulate_domain(
     config: BatchConfig | None = None,
     judge: bool = True,
     ray_workers: int = 0,
-    run_dir: Path = Path("runs"),
+    run: RunSettings | None = None,
     base_seed: int = 0,
     on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> tuple[BatchResult, list[ScoreCard], SimulationReport]:
-    """Run k trials of each task (on Ray when ``ray_workers`` > 0), score them, and report."""
+    """Run k trials of each task (on Ray when ``ray_workers`` > 0), score them, and report.
+    The embedded model starts only if a role this calls (the judge only when judging) has no
+    endpoint."""
     settings = settings or load_llm_settings()
+    run = run or RunSettings()
     jobs = make_jobs(domain, task_ids, trials, base_seed)
-    with model_endpoints(settings, run_dir) as (settings, urls):
+    with model_endpoints(settings, roles_called(judge=judge), run.dir) as live:
         if ray_workers > 0:
-            from maestro.simulation.ray_support import ensure_ray
-
-            ensure_ray(run_dir)
-            batch = run_on_ray(
-                jobs, settings, urls, config, workers=ray_workers, on_episode=on_episode
-            )
+            ensure_ray(run.dir)
+            batch = run_on_ray(jobs, live, None, config, workers=ray_workers, on_episode=on_episode)
         else:
-            batch = asyncio.run(run_batch(jobs, settings, urls, config, on_episode=on_episode))
-        cards = asyncio.run(score_batch(domain, batch, settings, urls["judge"] if judge else None))
+            batch = asyncio.run(run_batch(jobs, live, None, config, on_episode=on_episode))
+        judging = Judging.by(live) if judge else Judging.off()
+        cards = asyncio.run(score_episodes(domain, batch.episodes, judging))
     return batch, cards, report(domain, trials, batch, cards, judge)

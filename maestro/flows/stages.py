@@ -18,8 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from maestro.agents.client import CallLog, ChatClient, Endpoints, LLMCall
+from maestro.agents.judging import Judging
 from maestro.agents.review import ReviewError, review_failures
-from maestro.agents.settings import LLMSettings, Role
+from maestro.agents.settings import LLMSettings
 from maestro.domains import (
     Domain,
     TaskStateError,
@@ -29,11 +30,12 @@ from maestro.domains import (
     replay_gold,
 )
 from maestro.flows.endpoints import model_name
-from maestro.flows.simulate import score_batch
+from maestro.flows.simulate import score_episodes
 from maestro.scoring import check_task, gates
+from maestro.settings import RunSettings
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
-from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
+from maestro.simulation.runner import BatchConfig, make_jobs, run_batch, run_on_ray
 from maestro.storage import Lake, NoneOf, OneOf
 from maestro.storage.records import (
     domain_row,
@@ -158,11 +160,11 @@ def simulate(
     task_ids: Sequence[str],
     params: NightlyParams,
     settings: LLMSettings,
-    urls: dict[Role, str],
     on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> dict[str, Any]:
     """Run the episodes this run has not stored yet, writing them (and their LLM calls) chunk
-    by chunk as they finish."""
+    by chunk as they finish. ``settings`` are resolved: the assistant and the user have their
+    endpoints (``flows.endpoints.model_endpoints``)."""
     assistant, user = model_name(settings, "assistant"), model_name(settings, "user")
     done = set(lake.values(EpisodeRow, "episode_id", run_id=run_id, domain_id=domain.id))
     jobs = [
@@ -180,7 +182,7 @@ def simulate(
     workers = 0
     if ray_workers != 0 and jobs:
         # Ray's start is orchestration, not simulation: it is left out of simulate_s.
-        ensure_ray(Path("runs"))
+        ensure_ray(RunSettings().dir)
         workers = ray_workers or ray_cpus()
     stats["ray_workers"] = workers
     for i in range(0, len(jobs), params.chunk_size):
@@ -188,10 +190,10 @@ def simulate(
         t0 = time.perf_counter()
         if workers:
             batch = run_on_ray(
-                chunk, settings, urls, config, workers=workers, on_episode=on_episode
+                chunk, settings, None, config, workers=workers, on_episode=on_episode
             )
         else:
-            batch = asyncio.run(run_batch(chunk, settings, urls, config, on_episode=on_episode))
+            batch = asyncio.run(run_batch(chunk, settings, None, config, on_episode=on_episode))
         t1 = time.perf_counter()
         # The calls first, the episodes last: an episode row marks its unit done (see
         # docs/architecture.md, "Exactly once").
@@ -214,26 +216,23 @@ def simulate(
     return stats
 
 
-def score(
-    lake: Lake, run_id: str, domain: Domain, settings: LLMSettings, judge_url: str | None
-) -> dict[str, int]:
-    """Score the run's episodes of a domain that have no score yet."""
-    assistant = model_name(settings, "assistant")
+def score(lake: Lake, run_id: str, domain: Domain, judging: Judging) -> dict[str, int]:
+    """Score the run's episodes of a domain that have no score yet (NL assertions judged when
+    ``judging`` is on, pending when it is off)."""
     scored = set(lake.values(ScoreRow, "episode_id", run_id=run_id, domain_id=domain.id))
     rows = lake.rows(EpisodeRow, run_id=run_id, domain_id=domain.id, episode_id=NoneOf(scored))
     if not rows:
         return {"scored": 0, "skipped": len(scored)}
     episodes = [episode_from_row(r) for r in rows]
-    batch = BatchResult(episodes=episodes, llm_calls=[], wall_s=0.0)
     judge_calls = CallLog()
-    cards = asyncio.run(score_batch(domain, batch, settings, judge_url, judge_calls))
+    cards = asyncio.run(score_episodes(domain, episodes, judging, judge_calls))
     # The judge calls first, the scores last: a score row marks its episode scored.
     units = {f"{e.episode_key}/judge": None for e in episodes}  # none was scored
     write_unit_calls(lake, run_id, units, judge_calls.calls)
     lake.write(
         ScoreRow.TABLE,
         [
-            score_row(run_id, e, c, r.assistant_model or assistant)
+            score_row(run_id, e, c, r.assistant_model or "default")
             for e, c, r in zip(episodes, cards, rows, strict=True)
         ],
         run_id,
@@ -257,13 +256,12 @@ def filter_tasks(
     domain: Domain,
     task_ids: Sequence[str],
     *,
-    settings: LLMSettings | None = None,
-    review_url: str | None = None,
+    judging: Judging,
 ) -> dict[str, int]:
     """Task verdicts through the quality gates of ``scoring/gates.py``: gold replay succeeds and
     is deterministic, gold scores 1, doing nothing and a perturbed call score 0, episodes were
-    scored, an unsolved task is not a task defect by the LLM review (the ``judge`` role at
-    ``review_url``; without one, unsolved tasks are kept and say they were not reviewed), and no
+    scored, an unsolved task is not a task defect by the LLM review (the ``judge`` role, when
+    ``judging`` is on; off, unsolved tasks are kept and say they were not reviewed), and no
     near duplicate of a task kept before it. Every rejection is stored with its reasons."""
     by_task = _score_tally(lake, run_id, domain)
     found = {t: _gate_inputs(domain, t, by_task.get(t, {})) for t in task_ids}
@@ -271,7 +269,7 @@ def filter_tasks(
     # A re-run of the stage keeps the reviews it already stored instead of asking again.
     reviews = {t: r for t, r in _stored_reviews(lake, run_id, domain).items() if t in unsolved}
     todo = [t for t in unsolved if t not in reviews]
-    fresh, calls = _review_unsolved(lake, run_id, domain, todo, settings, review_url)
+    fresh, calls = _review_unsolved(lake, run_id, domain, todo, judging)
     reviews |= fresh
     for task_id, (cause, reason) in reviews.items():
         found[task_id] = replace(found[task_id], review_cause=cause, review_reason=reason)
@@ -392,15 +390,15 @@ def _review_unsolved(
     run_id: str,
     domain: Domain,
     task_ids: Sequence[str],
-    settings: LLMSettings | None,
-    review_url: str | None,
+    judging: Judging,
 ) -> tuple[dict[str, tuple[str, str]], list[LLMCall]]:
     """(cause, reason) per unsolved task from the LLM review of its failed transcripts; a
     review that fails is recorded as ``review_failed`` (which keeps the task)."""
     if not task_ids:
         return {}, []
-    if settings is None or review_url is None:
+    if judging.judge is None:
         return {t: ("not_reviewed", "no judge endpoint for the review") for t in task_ids}, []
+    judge = judging.judge
     rows = lake.rows(EpisodeRow, run_id=run_id, domain_id=domain.id, task_id=OneOf(list(task_ids)))
     transcripts: dict[str, list[str]] = {t: [] for t in task_ids}
     for r in sorted(rows, key=lambda r: (r.task_id or "", r.trial or 0)):
@@ -422,7 +420,7 @@ def _review_unsolved(
 
     async def run() -> list[tuple[str, str]]:
         async with Endpoints(recorder=log) as endpoints:
-            client = endpoints.client("judge", settings.judge, review_url)
+            client = endpoints.client("judge", judge)
             return await asyncio.gather(*(one(client, t) for t in task_ids))
 
     log = CallLog()

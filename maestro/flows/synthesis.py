@@ -25,7 +25,8 @@ from maestro.agents.client import CallLog, Endpoints
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult, run_synthesis
 from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.sandbox import SandboxLimits, load_sandboxed_domain
-from maestro.flows.endpoints import model_endpoints
+from maestro.flows.endpoints import CODEGEN, model_endpoints
+from maestro.settings import RunSettings
 from maestro.storage import Lake
 from maestro.storage.records import call_rows, domain_row, task_row
 
@@ -65,7 +66,7 @@ class SynthesisParams(BaseModel):
     #: only its own deadline (``config.deadline_s``).
     budget_s: float | None = Field(None, gt=0)
     #: Where run folders go: ``<runs_dir>/<run id>/domains`` and ``.../synthesis``.
-    runs_dir: Path = Path("runs")
+    runs_dir: Path = Field(default_factory=lambda: RunSettings().dir)
     limits: SandboxLimits | None = None
 
 
@@ -250,7 +251,7 @@ def synthesize_domains(
     results: list[SynthesisResult] = []
     started = time.monotonic()
     briefs = select_briefs(params, today)
-    with model_endpoints(settings or load_llm_settings(), params.runs_dir) as (live, urls):
+    with model_endpoints(settings or load_llm_settings(), CODEGEN, params.runs_dir) as live:
         for brief in briefs:
             left = (
                 None if params.budget_s is None else params.budget_s - (time.monotonic() - started)
@@ -262,9 +263,8 @@ def synthesize_domains(
                 config = params.config.model_copy(update={"deadline_s": left})
                 bounded = params.model_copy(update={"config": config})
             sid = synthesis_id(run_id, brief)
-            result, log = synthesize_task(
-                brief, sid, bounded, live, urls["codegen"], run_dir, run_id
-            )
+            url = str(live.codegen.base_url)
+            result, log = synthesize_task(brief, sid, bounded, live, url, run_dir, run_id)
             store_task(lake, run_id, result, log, params.limits)
             results.append(result)
     return SynthesisSummary(run_id=run_id, results=results, skipped=len(briefs) - len(results))

@@ -14,9 +14,10 @@ from prefect.runtime import flow_run
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from maestro.agents.settings import LLMSettings, RoleSettings, load_llm_settings
+from maestro.agents.settings import LLMSettings, Role, RoleSettings, load_llm_settings
 from maestro.flows.endpoints import model_endpoints
 from maestro.flows.flow_logs import job_log_lines
+from maestro.settings import RunSettings
 from maestro.storage import Lake, LakeSettings
 from maestro.training.datasets import BUILDERS, TrainingDataset
 from maestro.training.evaluation import EvaluationSettings, evaluate_model
@@ -43,7 +44,7 @@ class TrainParams(BaseModel):
     local: LaunchSettings = Field(default_factory=LaunchSettings)
     ray: RaySettings = Field(default_factory=RaySettings)
     lake_root: str | None = None
-    runs_dir: Path = Path("runs/training")
+    runs_dir: Path = Field(default_factory=lambda: RunSettings().training)
     #: GRPO's user simulator; the user role's settings when not given.
     user: RoleSettings | None = None
 
@@ -54,7 +55,7 @@ class EvaluateParams(BaseModel):
     domains: list[str] = Field(default_factory=list)
     settings: EvaluationSettings = Field(default_factory=EvaluationSettings)
     lake_root: str | None = None
-    runs_dir: Path = Path("runs/training")
+    runs_dir: Path = Field(default_factory=lambda: RunSettings().training)
 
 
 def _lake(root: str | None) -> Lake:
@@ -153,12 +154,9 @@ def evaluate(params: EvaluateParams, run_id: str, llm: LLMSettings) -> dict[str,
 def evaluate_flow(params: EvaluateParams) -> dict[str, Any]:
     """Serve a registered model and score it on the task set's held-out split."""
     run_id = current_run_id()
-    llm = load_llm_settings()
-    # The assistant is the served model; codegen is not used: neither needs the embedded model.
-    llm.assistant.base_url = llm.codegen.base_url = "http://unused.invalid/v1"
-    with model_endpoints(llm, params.runs_dir) as (settings, urls):
-        for role in ("user", "judge"):
-            settings.role(role).base_url = urls[role]
+    # The assistant is the served model: only the user, and the judge when judging, are called.
+    roles: tuple[Role, ...] = ("user", "judge") if params.settings.judge else ("user",)
+    with model_endpoints(load_llm_settings(), roles, params.runs_dir) as settings:
         return evaluate(params, run_id, settings)
 
 

@@ -63,5 +63,13 @@ class ScoreCard(BaseModel):
         """Reward 1 on the criteria judged so far."""
         return self.reward == 1.0
 
+    @property
+    def succeeded(self) -> bool:
+        """The one definition of an episode's success, shared by the nightly (the ``passed``
+        column of ``scores``), ``maestro simulate``, the report, the filter and training: every
+        criterion of the basis has a verdict and the reward is 1. A pending or failed judgement
+        is never a success (nor a failure: ``complete`` says which cards are final)."""
+        return self.complete and self.passed
+
     def failures(self) -> list[CriterionScore]:
         return [c for c in self.criteria.values() if c.status == "fail"]

@@ -26,6 +26,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from maestro.settings import RunSettings
 from maestro.storage.errors import StorageError
 from maestro.storage.rows import STAMP, Row
 from maestro.storage.schemas import TABLES, TableDef
@@ -37,11 +38,12 @@ R = TypeVar("R", bound=Row)
 
 
 class LakeSettings(BaseSettings):
-    """``MAESTRO_LAKE_ROOT`` (a folder, or ``s3://bucket/prefix``) and the object store's access."""
+    """``MAESTRO_LAKE_ROOT`` (a folder, or ``s3://bucket/prefix``; default ``lake`` in the run
+    folder, ``MAESTRO_RUN_DIR``) and the object store's access."""
 
     model_config = SettingsConfigDict(env_prefix="MAESTRO_LAKE_", extra="ignore")
 
-    root: str = "runs/lake"
+    root: str = Field(default_factory=lambda: str(RunSettings().lake))
     s3_endpoint_url: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: SecretStr | None = None

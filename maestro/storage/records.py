@@ -219,7 +219,7 @@ def score_row(run_id: str, e: EpisodeResult, card: ScoreCard, assistant_model: s
         assistant_model=assistant_model,
         reward=card.reward,
         complete=card.complete,
-        passed=card.passed and card.complete,
+        passed=card.succeeded,
         pending=[c.value for c in card.pending],
         errors=[c.value for c in card.errors],
         criteria=[

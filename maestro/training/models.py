@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from maestro.agents.embedded import model_path
 from maestro.agents.settings import EmbeddedModelSettings
+from maestro.settings import RunSettings
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -54,7 +55,7 @@ class BaseModelSpec(BaseModel):
     layers: int = Field(2, ge=1)
     seed: int = 0
     #: Where tokenizers read out of GGUF files are kept.
-    cache_dir: Path = Path("runs/models")
+    cache_dir: Path = Field(default_factory=lambda: RunSettings().models)
 
     @property
     def name(self) -> str:

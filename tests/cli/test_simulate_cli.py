@@ -87,3 +87,25 @@ def test_a_nonsense_deadline_is_refused_before_any_episode() -> None:
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert "Invalid value for '--episode-deadline-s'" in proc.stderr
         assert "Traceback" not in proc.stderr and "trial" not in proc.stderr
+
+
+def test_simulate_starts_the_embedded_model_only_for_roles_it_calls(tmp_path: Path) -> None:
+    # The embedded model cannot start here (its weights' package does not exist), so a run that
+    # tried to start it would fail; its log in the run folder would say it tried.
+    env = {
+        "MAESTRO_RUN_DIR": str(tmp_path),
+        "MAESTRO_EMBEDDED__PACKAGES": '["no_such_weights_package"]',
+    }
+    with ScriptedServer(ServerConfig(mode="oracle")) as server:
+        for role in ("ASSISTANT", "USER"):
+            env[f"MAESTRO_{role}__BASE_URL"] = server.base_url
+        args = ["simulate", "--domain", "hotel", "--tasks", "hotel_001,hotel_002", "--json"]
+        proc = run(env, *args, "--no-judge")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert not (tmp_path / "embedded-model.log").exists()
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert report["episodes"] == 2 and report["nl_judged"] is False
+        # Judging on, the judge has no endpoint: now the embedded model is wanted.
+        judged = run(env, *args)
+    assert judged.returncode != 0
+    assert (tmp_path / "embedded-model.log").exists()

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from maestro.agents.judging import Judging
 from maestro.agents.scripted_server import Reply, ScriptedModel, ScriptedServer, ServerConfig
 from maestro.domains import load_domain
 from maestro.flows import stages
@@ -51,12 +52,12 @@ def pipeline(root: str, url: str) -> Lake:
     domain = load_domain(TOY)
     ids = [t.id for t in domain.tasks]
     params = stages.NightlyParams(run_id=RUN, trials=2, chunk_size=2, ray_workers=0)
-    settings = fast_settings()
-    urls: Any = {"assistant": url, "user": url, "judge": url}
+    settings = fast_settings(base_url=url)  # every role resolved to the scripted server
+    judging = Judging.by(settings)
     stages.ingest(lake, RUN, [domain])
-    stages.simulate(lake, RUN, domain, ids, params, settings, urls)
-    stages.score(lake, RUN, domain, settings, url)
-    stages.filter_tasks(lake, RUN, domain, ids, settings=settings, review_url=url)
+    stages.simulate(lake, RUN, domain, ids, params, settings)
+    stages.score(lake, RUN, domain, judging)
+    stages.filter_tasks(lake, RUN, domain, ids, judging=judging)
     stages.curate_task_set(lake, RUN)
     return lake
 

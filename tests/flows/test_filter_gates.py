@@ -8,12 +8,13 @@ from pathlib import Path
 
 import polars as pl
 
+from maestro.agents.judging import Judging
 from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
 from maestro.domains import Domain, load_domain
 from maestro.flows import stages
 from maestro.flows.report import build_report, to_markdown
 from maestro.storage import Lake, LakeSettings
-from tests.simulation.test_runner import fast_settings, urls
+from tests.simulation.test_runner import fast_settings
 
 
 def _toy_with_a_clone(toy_copy: Path) -> Domain:
@@ -31,8 +32,8 @@ def _simulate_and_score(lake: Lake, domain: Domain, toy_copy: Path) -> list[str]
     ids = [t.id for t in domain.tasks]
     params = stages.NightlyParams(run_id="r1", trials=2, ray_workers=0)
     with ScriptedServer(ServerConfig(mode="nothing", domain_paths=[str(toy_copy)])) as server:
-        stages.simulate(lake, "r1", domain, ids, params, fast_settings(), urls(server))  # type: ignore[arg-type]
-    stages.score(lake, "r1", domain, fast_settings(), None)
+        stages.simulate(lake, "r1", domain, ids, params, fast_settings(base_url=server.base_url))
+    stages.score(lake, "r1", domain, Judging.off())
     return ids
 
 
@@ -59,9 +60,8 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
         "toy/toy_cancel_again/review", "judge", [review("assistant_failure", "no tool call")]
     )
 
-    stats = stages.filter_tasks(
-        lake, "r1", domain, ids, settings=fast_settings(), review_url=scripted.base_url
-    )
+    judging = Judging.by(fast_settings(base_url=scripted.base_url))
+    stats = stages.filter_tasks(lake, "r1", domain, ids, judging=judging)
 
     assert stats == {
         "verdicts": 4,
@@ -108,9 +108,7 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
 
     # Re-running the stage keeps the stored reviews; only the failed one is asked again.
     scripted.script("toy/toy_refuse/review", "judge", [review("user_simulator_error", "left")])
-    again = stages.filter_tasks(
-        lake, "r1", domain, ids, settings=fast_settings(), review_url=scripted.base_url
-    )
+    again = stages.filter_tasks(lake, "r1", domain, ids, judging=judging)
     assert again["accepted"] == 2 and again["task_defects"] == 1
     rows = {r["task_id"]: r for r in lake.read("task_verdicts").collect().to_dicts()}
     assert len(rows) == 4 and rows["toy_refuse"]["review_cause"] == "user_simulator_error"
@@ -125,7 +123,7 @@ def test_without_a_review_endpoint_unsolved_tasks_are_kept_and_say_so(
     domain = load_domain(toy_copy, trusted=True)
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     ids = _simulate_and_score(lake, domain, toy_copy)
-    stats = stages.filter_tasks(lake, "r1", domain, ids)
+    stats = stages.filter_tasks(lake, "r1", domain, ids, judging=Judging.off())
     assert stats["accepted"] == 3 and stats["task_defects"] == 0
     rows = lake.read("task_verdicts").collect().to_dicts()
     assert all(r["review_cause"] == "not_reviewed" for r in rows)

@@ -20,6 +20,7 @@ from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.cli.nightly import STAGE_NAMES
 from maestro.flows.nightly import STAGE_FLOWS
 from maestro.storage import Lake, LakeSettings
+from maestro.storage.rows import LLMCallRow, TaskSetRow, TaskVerdictRow
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -32,12 +33,12 @@ def oracle() -> Iterator[ScriptedServer]:
 
 
 def env_for(server: ScriptedServer, tmp: Path, prefect_home: str = "prefect") -> dict[str, str]:
-    env = {
-        **os.environ,
-        "MAESTRO_LAKE_ROOT": str(tmp / "lake"),
-        "PREFECT_HOME": str(tmp / prefect_home),
-    }
-    env.pop("PREFECT_API_URL", None)
+    # The lake, Prefect's home and the reports derive from the run folder.
+    env = {**os.environ, "MAESTRO_RUN_DIR": str(tmp)}
+    for derived in ("MAESTRO_LAKE_ROOT", "PREFECT_HOME", "PREFECT_API_URL"):
+        env.pop(derived, None)
+    if prefect_home != "prefect":
+        env["PREFECT_HOME"] = str(tmp / prefect_home)
     # Episodes run in the flow's process here, so each run skips Ray's start (~5 s, ~1 GB); the
     # Ray test below turns the default back on.
     env["MAESTRO_RAY_WORKERS"] = "0"
@@ -257,19 +258,44 @@ def test_nightly_fans_episodes_out_over_a_local_ray_by_default(
     assert eps.height == 12 and eps["episode_id"].n_unique() == 12
 
 
-def test_each_stage_runs_alone_as_its_own_flow(oracle: ScriptedServer, tmp_path: Path) -> None:
-    env = env_for(oracle, tmp_path)
-    common = ["--run-id", "staged", "--domain", "hotel", "--tasks-per-domain", "3"]
-    assert tuple(STAGE_FLOWS) == STAGE_NAMES  # the CLI checks names without importing Prefect
-    for name in STAGE_NAMES:
-        proc = subprocess.run(
-            [MAESTRO, "stage", name, *common], env=env, capture_output=True, text=True, timeout=600
-        )
-        assert proc.returncode == 0, (name, proc.stderr[-3000:])
+def _verdicts(lake: Lake, run_id: str) -> list[dict[str, object]]:
+    rows = lake.rows(TaskVerdictRow, run_id=run_id)
+    return sorted((r.model_dump(exclude={"run_id", "written_at"}) for r in rows), key=str)
+
+
+def test_each_stage_runs_alone_as_its_own_flow_and_they_equal_the_nightly(
+    tmp_path: Path,
+) -> None:
+    # Episodes that fail: every task is unsolved, so the filter asks the LLM review.
+    with ScriptedServer(ServerConfig(mode="nothing")) as nothing:
+        env = env_for(nothing, tmp_path)
+        common = ["--domain", "hotel", "--tasks-per-domain", "3"]
+        assert tuple(STAGE_FLOWS) == STAGE_NAMES  # the CLI checks names without Prefect
+        for name in STAGE_NAMES:
+            proc = subprocess.run(
+                [MAESTRO, "stage", name, "--run-id", "staged", *common],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert proc.returncode == 0, (name, proc.stderr[-3000:])
+        whole = nightly(env, "--run-id", "whole", *common)
+        assert whole.returncode == 0, whole.stderr[-3000:]
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     assert lake.read("scores").filter(pl.col("run_id") == "staged").collect().height == 3
-    [task_set] = lake.read("task_sets").collect().to_dicts()
-    assert len(task_set["tasks"]) == 3
+    # `maestro stage filter` is the nightly's filter, the LLM review included.
+    staged = _verdicts(lake, "staged")
+    assert staged == _verdicts(lake, "whole") and len(staged) == 3
+    assert all(v["review_cause"] == "review_failed" for v in staged)  # asked, answer unusable
+
+    def reviews(run_id: str) -> list[str]:
+        calls = lake.rows(LLMCallRow, run_id=run_id, role="judge")
+        return sorted(str(c.episode) for c in calls if str(c.episode).endswith("/review"))
+
+    assert reviews("staged") and reviews("staged") == reviews("whole")
+    tasks_of = {r.run_id: len(r.tasks or []) for r in lake.rows(TaskSetRow)}
+    assert tasks_of["staged"] == tasks_of["whole"]
     names = {
         r[0]
         for r in sqlite3.connect(tmp_path / "prefect" / "prefect.db")
@@ -285,6 +311,10 @@ def test_each_stage_runs_alone_as_its_own_flow(oracle: ScriptedServer, tmp_path:
         "maestro-report",
     } <= names
     proc = subprocess.run(
-        [MAESTRO, "stage", "explode", *common], env=env, capture_output=True, text=True, timeout=120
+        [MAESTRO, "stage", "explode", "--run-id", "x", *common],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2 and "no stage 'explode'" in proc.stderr

@@ -18,10 +18,10 @@ import pytest
 from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains import Domain
 from maestro.domains.models import RewardType
-from maestro.flows.records import episode_row, score_row
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
 from maestro.storage import Lake, LakeSettings
+from maestro.storage.records import episode_row, score_row
 from maestro.view import ViewError, latest_run, load_run, render, write_page
 from maestro.view.page import SCRIPT, _script_hash
 

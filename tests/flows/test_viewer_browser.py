@@ -55,11 +55,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     paths = [str(library_path(i)) for i in library_ids()] + [str(shop)]
     env = {
         **os.environ,
-        "MAESTRO_LAKE_ROOT": str(tmp / "lake"),
-        "PREFECT_HOME": str(tmp / "prefect"),
+        "MAESTRO_RUN_DIR": str(tmp),  # the lake, Prefect's home and the reports under it
         "MAESTRO_RAY_WORKERS": "0",
     }
-    env.pop("PREFECT_API_URL", None)
+    for derived in ("MAESTRO_LAKE_ROOT", "PREFECT_HOME", "PREFECT_API_URL"):
+        env.pop(derived, None)
     with (
         ScriptedServer(ServerConfig(mode="oracle", domain_paths=paths)) as oracle,
         ScriptedServer(ServerConfig(mode="minimal", domain_paths=paths)) as minimal,

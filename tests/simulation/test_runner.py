@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from maestro.agents.judging import Judging
 from maestro.agents.scripted_server import FaultRates, ScriptedServer, ServerConfig
 from maestro.agents.settings import LLMSettings, RoleSettings
 from maestro.domains import Domain, library_ids, library_path, load_domain
-from maestro.flows.simulate import score_batch
+from maestro.flows.simulate import score_episodes
 from maestro.simulation.episode import EpisodeLimits, Termination
 from maestro.simulation.runner import BatchConfig, EpisodeJob, make_jobs, run_batch, trial_seed
 
@@ -55,7 +56,8 @@ def test_oracle_scores_one_and_doing_nothing_zero_on_every_library_task(
             part = batch.model_copy(
                 update={"episodes": [e for e in batch.episodes if e.domain_id == d.id]}
             )
-            cards.extend(asyncio.run(score_batch(d, part, settings, server.base_url)))
+            judging = Judging.by(fast_settings(base_url=server.base_url))
+            cards.extend(asyncio.run(score_episodes(d, part.episodes, judging)))
         assert not server.model.stats.unscripted
     assert len(cards) == 90
     assert all(e.termination == Termination.USER_STOP for e in batch.episodes)
@@ -165,5 +167,5 @@ def test_ray_fan_out_runs_batches_on_two_workers(tmp_path: Path) -> None:
     assert sorted(seen) == sorted((j.task_id, j.trial) for j in jobs)
     assert len(batch.llm_calls) >= len(jobs)
     assert all(e.termination == Termination.USER_STOP for e in batch.episodes)
-    cards = asyncio.run(score_batch(toy, batch, fast_settings(), None))
+    cards = asyncio.run(score_episodes(toy, batch.episodes, Judging.off()))
     assert [c.reward for c in cards] == [1.0] * len(jobs)
