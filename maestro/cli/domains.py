@@ -163,6 +163,7 @@ def validate_targets(targets: list[Path]) -> tuple[list[DomainCheck], dict[str, 
         "domains": len(checks),
         "tasks": sum(s["tasks"] for s in summaries),
         "gold_pass": sum(s["gold_pass"] for s in summaries),
+        "paraphrased_pass": sum(s["paraphrased_pass"] for s in summaries),
         "null_fail": sum(s["null_fail"] for s in summaries),
         "perturbed_fail": sum(s["perturbed_fail"] for s in summaries),
         "nl_not_judged": sum(s["nl_not_judged"] for s in summaries),
@@ -185,7 +186,8 @@ def validate(
         False, "--json", help="Print the result as one JSON object, last."
     ),
 ) -> None:
-    """Validate packages: every file, every task, and the gold / do-nothing / perturbed checks.
+    """Validate packages: every file, every task, and the gold / paraphrased / do-nothing /
+    perturbed checks.
 
     Exits 1 when anything is wrong.
     """
@@ -205,6 +207,7 @@ def validate(
                 styled(
                     (name, "bold"),
                     f": {n} tasks; gold scores 1: {s['gold_pass']}/{n}; "
+                    f"with free text reworded: {s['paraphrased_pass']}/{n}; "
                     f"do-nothing scores 0: {s['null_fail']}/{n}; perturbed scores 0: "
                     f"{s['perturbed_fail']}/{n}; NL assertions not yet judged: {s['nl_not_judged']}",
                 )
@@ -212,7 +215,8 @@ def validate(
             for p in check.summary()["problems"]:
                 con.print(styled("  ", ("✗", "red"), f" {p}"))
     failed = bool(totals["problems"]) or any(
-        totals[k] != totals["tasks"] for k in ("gold_pass", "null_fail", "perturbed_fail")
+        totals[k] != totals["tasks"]
+        for k in ("gold_pass", "paraphrased_pass", "null_fail", "perturbed_fail")
     )
     if as_json:
         print(json.dumps(totals))

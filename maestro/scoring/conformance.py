@@ -1,7 +1,9 @@
-"""The three yardstick checks every task must pass, on the deterministic criteria alone.
+"""The four yardstick checks every task must pass, on the deterministic criteria alone.
 
-gold conversation → reward 1; do-nothing conversation → 0; one gold argument changed (or, for
-refusals, the forbidden write performed) → 0. NL assertions are reported as not yet judged.
+gold conversation → reward 1; the gold conversation with every uncompared string argument
+paraphrased → 1 (what a task does not compare is free text, and free text decides nothing);
+do-nothing conversation → 0; one gold argument changed (or, for refusals, the forbidden write
+performed) → 0. NL assertions are reported as not yet judged.
 """
 
 from __future__ import annotations
@@ -11,19 +13,31 @@ from typing import Any
 
 from maestro.domains.errors import Problem
 from maestro.domains.models import RewardType, Task
-from maestro.domains.package import Domain, TaskStateError, replay_gold
+from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
 from maestro.scoring.card import ScoreCard
+from maestro.scoring.scenario import volunteered_known_facts
 from maestro.scoring.scorer import Scorer
-from maestro.simulation.scripted import gold_trajectory, null_trajectory, perturbed_trajectory
+from maestro.simulation.scripted import (
+    gold_trajectory,
+    null_trajectory,
+    paraphrased_trajectory,
+    perturbed_trajectory,
+)
 
 
 @dataclass
 class TaskCheck:
-    """The three checks of one task."""
+    """The four checks of one task, and whether its gold actions replay at all."""
 
     task_id: str
     category: str | None
+    #: Every gold action succeeded on a fresh session (``ReplayResult.ok``); False too when the
+    #: task's initial state cannot be built.
+    gold_replay_ok: bool = False
     gold_reward: float | None = None
+    #: The gold conversation with its uncompared string arguments paraphrased (the gold
+    #: conversation itself when there are none).
+    paraphrased_reward: float | None = None
     null_reward: float | None = None
     perturbed_reward: float | None = None
     nl_pending: bool = False
@@ -32,6 +46,10 @@ class TaskCheck:
     @property
     def gold_pass(self) -> bool:
         return self.gold_reward == 1.0
+
+    @property
+    def paraphrased_pass(self) -> bool:
+        return self.paraphrased_reward == 1.0
 
     @property
     def null_fail(self) -> bool:
@@ -43,7 +61,14 @@ class TaskCheck:
 
     @property
     def ok(self) -> bool:
-        return self.gold_pass and self.null_fail and self.perturbed_fail and not self.problems
+        return (
+            self.gold_replay_ok
+            and self.gold_pass
+            and self.paraphrased_pass
+            and self.null_fail
+            and self.perturbed_fail
+            and not self.problems
+        )
 
 
 @dataclass
@@ -57,6 +82,7 @@ class DomainCheck:
             "domain": self.domain_id,
             "tasks": len(self.tasks),
             "gold_pass": sum(t.gold_pass for t in self.tasks),
+            "paraphrased_pass": sum(t.paraphrased_pass for t in self.tasks),
             "null_fail": sum(t.null_fail for t in self.tasks),
             "perturbed_fail": sum(t.perturbed_fail for t in self.tasks),
             "nl_not_judged": sum(t.nl_pending for t in self.tasks),
@@ -73,24 +99,39 @@ def _why(card: ScoreCard) -> str:
 
 
 def check_task(domain: Domain, task: Task, scorer: Scorer | None = None) -> TaskCheck:
-    """Score the gold, do-nothing and perturbed conversations of one task."""
+    """Score the gold, paraphrased, do-nothing and perturbed conversations of one task, and
+    check its scenario against the user simulator's rules."""
     scorer = scorer or Scorer(domain)
     result = TaskCheck(task.id, task.category)
+    result.problems += [f"user scenario: {p}" for p in volunteered_known_facts(task)]
     try:
         gold = replay_gold(domain, task)
         gold_card = scorer.score(task, gold_trajectory(domain, task), gold)
+        paraphrased = paraphrased_trajectory(domain, task)
+        paraphrased_card = (
+            gold_card if paraphrased is None else scorer.score(task, paraphrased, gold)
+        )
         null_card = scorer.score(task, null_trajectory(domain, task), gold)
         writes = {n for n, s in domain.toolkit.specs.items() if s.kind == "write"}
         perturbed = perturbed_trajectory(domain, task, writes)
     except TaskStateError as exc:
         result.problems.append(str(exc))
         return result
+    result.gold_replay_ok = gold.ok
+    result.problems += describe_failures(task.gold_actions, gold)
     result.gold_reward = gold_card.reward
+    result.paraphrased_reward = paraphrased_card.reward
     result.null_reward = null_card.reward
     result.nl_pending = RewardType.NL_ASSERTION in gold_card.pending
     if not result.gold_pass:
         result.problems.append(
             f"gold conversation scores {gold_card.reward:g}, not 1 ({_why(gold_card)})"
+        )
+    elif not result.paraphrased_pass:
+        result.problems.append(
+            f"gold conversation with its uncompared text reworded scores "
+            f"{paraphrased_card.reward:g}, not 1 ({_why(paraphrased_card)}): an argument "
+            "compare_args leaves out must be free text; compare it if it matters"
         )
     if not result.null_fail:
         result.problems.append(
@@ -114,7 +155,7 @@ def check_task(domain: Domain, task: Task, scorer: Scorer | None = None) -> Task
 
 
 def check_domain(domain: Domain, load_problems: list[Problem] | None = None) -> DomainCheck:
-    """The three checks for every task of a loaded domain."""
+    """The four checks for every task of a loaded domain."""
     scorer = Scorer(domain)
     out = DomainCheck(domain.id, problems=list(load_problems or []))
     out.tasks = [check_task(domain, t, scorer) for t in domain.tasks]

@@ -19,13 +19,14 @@ from maestro.scoring.card import CheckItem, CriterionScore
 
 @dataclass
 class ScoringContext:
-    """What the checks share; the two replays are computed once, on first use."""
+    """What the checks share; the replays are computed once, on first use."""
 
     domain: Domain
     task: Task
     trajectory: Trajectory
     _gold: ReplayResult | None = None
     _predicted: ReplayResult | None = field(default=None, repr=False)
+    _expected: ReplayResult | None = field(default=None, repr=False)
 
     @property
     def gold(self) -> ReplayResult:
@@ -45,15 +46,57 @@ class ScoringContext:
         calls = self.trajectory.assistant_calls()
         return [c for c, out in zip(calls, self.predicted.outcomes, strict=True) if out.ok]
 
+    @property
+    def expected(self) -> ReplayResult:
+        """The state the DB check compares with: the gold actions replayed, each with the
+        arguments its ``compare_args`` leaves out taken from the successful call matched to it.
+
+        What the task does not compare cannot decide the DB check: a cancellation reason the
+        agent wrote in the guest's own words is stored as written, in both states. Arguments
+        the gold action does not list at all keep their defaults, so an unrequested option the
+        agent added still shows as a difference.
+        """
+        if self._expected is None:
+            adapted = own_words(self.task, self.successful_calls())
+            same = all(
+                a.arguments == args
+                for a, (_, args) in zip(self.task.gold_actions, adapted, strict=True)
+            )
+            self._expected = self.gold if same else replay_calls(self.domain, self.task, adapted)
+        return self._expected
+
+
+def own_words(task: Task, calls: Sequence[ToolCall]) -> list[tuple[str, dict[str, Any]]]:
+    """Each gold action as (name, arguments), the arguments it does not compare taken from the
+    call matched to it (left out where that call omits them); unmatched actions as written."""
+    gold = task.gold_actions
+    assigned = match_actions(gold, calls, task.evaluation_criteria.ordered_actions)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for action, j in zip(gold, assigned, strict=True):
+        args = dict(action.arguments)
+        got = calls[j].arguments if j is not None else None
+        if isinstance(got, dict):
+            compared = action.compared()
+            for name in action.arguments:
+                if name in compared:
+                    continue
+                if name in got:
+                    args[name] = got[name]
+                else:
+                    del args[name]
+        out.append((action.name, args))
+    return out
+
 
 Check = Callable[[ScoringContext], CriterionScore]
 
 
 def db_check() -> Check:
-    """The final state equals the state after gold replay; when not, a readable diff."""
+    """The final state equals the expected state (the gold replay, uncompared arguments in the
+    agent's own words: see :attr:`ScoringContext.expected`); when not, a readable diff."""
 
     def check(ctx: ScoringContext) -> CriterionScore:
-        gold, got = ctx.gold.session, ctx.predicted.session
+        gold, got = ctx.expected.session, ctx.predicted.session
         if gold.state_hash() == got.state_hash():
             return CriterionScore(
                 criterion=RewardType.DB, status="pass", reward=1.0, details="final state matches"

@@ -3,16 +3,22 @@ functions: the verdict and its reasons, the difficulty band, near-duplicate remo
 
 Gates, in the order a task meets them (the first one failed is where it is rejected):
 
-1. ``gold_replay``: every gold action succeeds on a fresh session;
+1. ``gold_replay``: every gold action succeeds on a fresh session (``ReplayResult.ok``);
 2. ``gold_deterministic``: replaying the gold actions twice gives the same state hash and answers;
 3. ``gold_scores_one``: the gold conversation scores 1;
-4. ``null_scores_zero``: the do-nothing conversation scores 0;
-5. ``perturbed_scores_zero``: one changed gold argument (or, for a refusal, the forbidden write)
+4. ``paraphrased_scores_one``: the gold conversation with every uncompared string argument
+   paraphrased still scores 1 (what a task does not compare is free text);
+5. ``null_scores_zero``: the do-nothing conversation scores 0;
+6. ``perturbed_scores_zero``: one changed gold argument (or, for a refusal, the forbidden write)
    scores 0;
-6. ``simulated``: at least one episode was scored;
-7. ``review``: a task no episode solved is reviewed by an LLM on its failed transcripts; a
-   ``task_defect`` verdict rejects it (a user-simulator error or an assistant failure does not);
-8. ``near_duplicate``: not a near duplicate of a task kept before it.
+7. ``simulated``: at least one episode was scored;
+8. ``review``: a task no episode solved is reviewed by an LLM on its failed transcripts; a
+   ``task_defect`` verdict whose evidence checks out rejects it (any other cause keeps it;
+   ``unsure``, a verdict without checkable evidence, keeps it flagged);
+9. ``near_duplicate``: not a near duplicate of a task kept before it.
+
+Every input is a typed value from the check that found it (``ReplayResult.ok``, the conformance
+check's rewards, the review's cause), never a search through error text.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal, get_args
 
 from maestro.domains.models import Task
 from maestro.domains.package import ReplayResult
@@ -30,6 +36,7 @@ GATES: tuple[str, ...] = (
     "gold_replay",
     "gold_deterministic",
     "gold_scores_one",
+    "paraphrased_scores_one",
     "null_scores_zero",
     "perturbed_scores_zero",
     "simulated",
@@ -41,6 +48,7 @@ GATE_LABELS: dict[str, str] = {
     "gold_replay": "gold replay succeeds",
     "gold_deterministic": "gold replay is deterministic",
     "gold_scores_one": "gold scores 1",
+    "paraphrased_scores_one": "gold with free text reworded scores 1",
     "null_scores_zero": "doing nothing scores 0",
     "perturbed_scores_zero": "a perturbed call scores 0",
     "simulated": "simulated and scored",
@@ -56,7 +64,25 @@ TEXT_THRESHOLD = 0.85
 #: shares this much too.
 SAME_ACTIONS_TEXT_THRESHOLD = 0.5
 
-REVIEW_CAUSES = ("task_defect", "user_simulator_error", "assistant_failure")
+#: What the review of an unsolved task concluded: the three causes a reviewer may give (with
+#: evidence that checks out), ``unsure`` (a verdict whose evidence did not check out), and the
+#: two outcomes without a verdict: the review failed, or there was no endpoint to ask.
+ReviewCause = Literal[
+    "task_defect",
+    "user_simulator_error",
+    "assistant_failure",
+    "unsure",
+    "review_failed",
+    "not_reviewed",
+]
+REVIEW_CAUSES: tuple[ReviewCause, ...] = get_args(ReviewCause)
+#: Causes a re-run keeps instead of asking again: every review that reached a conclusion.
+REVIEWED: tuple[ReviewCause, ...] = (
+    "task_defect",
+    "user_simulator_error",
+    "assistant_failure",
+    "unsure",
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +97,8 @@ class GateInputs:
     perturbed_scores_zero: bool
     trials: int
     successes: int
-    review_cause: str | None = None
+    paraphrased_scores_one: bool = True
+    review_cause: ReviewCause | None = None
     review_reason: str | None = None
     duplicate_of: str | None = None
     #: Details behind a failed check (from the conformance check), kept in the reasons.
@@ -86,6 +113,8 @@ class GateVerdict:
     pass_rate: float
     difficulty_band: str
     reasons: list[str] = field(default_factory=list)
+    #: Kept, but a person should look: the review blamed something it could not show.
+    flagged: bool = False
 
 
 def difficulty_band(pass_rate: float) -> str:
@@ -111,6 +140,7 @@ def _passed(g: GateInputs) -> dict[str, bool]:
         "gold_replay": g.gold_replay_ok,
         "gold_deterministic": g.gold_deterministic,
         "gold_scores_one": g.gold_scores_one,
+        "paraphrased_scores_one": g.paraphrased_scores_one,
         "null_scores_zero": g.null_scores_zero,
         "perturbed_scores_zero": g.perturbed_scores_zero,
         "simulated": g.trials > 0,
@@ -134,7 +164,13 @@ def verdict(g: GateInputs) -> GateVerdict:
         reasons.append(f"near duplicate of {g.duplicate_of}")
     rejected_at = next((gate for gate in GATES if not passed[gate]), None)
     return GateVerdict(
-        g.task_id, rejected_at is None, rejected_at, rate, difficulty_band(rate), reasons
+        g.task_id,
+        rejected_at is None,
+        rejected_at,
+        rate,
+        difficulty_band(rate),
+        reasons,
+        flagged=g.review_cause == "unsure",
     )
 
 

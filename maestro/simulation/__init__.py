@@ -6,6 +6,7 @@ from maestro.simulation.scripted import (
     calls_trajectory,
     gold_trajectory,
     null_trajectory,
+    paraphrased_trajectory,
     perturbed_trajectory,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "calls_trajectory",
     "gold_trajectory",
     "null_trajectory",
+    "paraphrased_trajectory",
     "perturbed_trajectory",
 ]

@@ -1,7 +1,8 @@
 """Trajectories built without a model: the gold conversation, doing nothing, and perturbations.
 
-These are the yardsticks every task is checked against: the gold conversation must score 1,
-and a conversation that does nothing, or changes one gold argument, must score 0.
+These are the yardsticks every task is checked against: the gold conversation must score 1, and
+so must the gold conversation with every argument the task does not compare reworded; a
+conversation that does nothing, or changes one gold argument, must score 0.
 """
 
 from __future__ import annotations
@@ -66,6 +67,29 @@ def gold_trajectory(domain: Domain, task: Task) -> Trajectory:
 def null_trajectory(domain: Domain, task: Task) -> Trajectory:
     """The assistant greets and does nothing else."""
     return calls_trajectory(domain, task, [], GREETING)
+
+
+def paraphrase(text: str) -> str:
+    """The same words put another way, as an agent writing in its own words would."""
+    return f"in the customer's own words: {text}"
+
+
+def paraphrased_trajectory(domain: Domain, task: Task) -> Trajectory | None:
+    """The gold conversation with every string argument its ``compare_args`` leaves out
+    paraphrased; None when the gold actions have no such argument."""
+    changed = False
+    calls: list[tuple[str, dict[str, Any] | str]] = []
+    for action in task.gold_actions:
+        compared = action.compared()
+        args = dict(action.arguments)
+        for name, value in action.arguments.items():
+            if name not in compared and isinstance(value, str):
+                args[name] = paraphrase(value)
+                changed = True
+        calls.append((action.name, args))
+    if not changed:
+        return None
+    return calls_trajectory(domain, task, calls, summary_text(task))
 
 
 def perturb_value(value: Any) -> Any:

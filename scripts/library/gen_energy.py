@@ -1773,7 +1773,7 @@ def build_tasks(g: Gen) -> list[dict[str, Any]]:
                 act(
                     "a2",
                     "set_up_direct_debit",
-                    ["account_id", "monthly_amount", "payment_day"],
+                    None,
                     account_id=aid(k),
                     sort_code="40-11-62",
                     bank_account_number="31926845",
@@ -1819,7 +1819,7 @@ def build_tasks(g: Gen) -> list[dict[str, Any]]:
                 act(
                     "a4",
                     "schedule_move_out",
-                    ["account_id", "move_out_date"],
+                    None,
                     account_id=aid(k),
                     move_out_date="2026-02-03",
                     forwarding_postcode="BS7 8PL",
@@ -1913,7 +1913,7 @@ def build_tasks(g: Gen) -> list[dict[str, Any]]:
                 act(
                     "a3",
                     "set_up_direct_debit",
-                    ["account_id", "monthly_amount", "payment_day"],
+                    None,
                     account_id=aid(k),
                     sort_code="09-01-28",
                     bank_account_number="77340219",
@@ -2099,7 +2099,7 @@ def build_tasks(g: Gen) -> list[dict[str, Any]]:
                 act(
                     "a2",
                     "update_contact_details",
-                    ["customer_id"],
+                    None,
                     customer_id=c["customer_id"],
                     phone=new_phone,
                 ),

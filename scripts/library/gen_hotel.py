@@ -2047,7 +2047,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "check_out": "2026-08-17",
                         "adults": 2,
                     },
-                    ["hotel_id", "check_in", "check_out"],
                 )
             ],
             communicate=["1510.94", "1284.30"],
@@ -2240,7 +2239,7 @@ def build_tasks(db: dict) -> list[dict]:
             "Update the phone number on a verified profile",
             "rules 1, 3, 12",
             "A guest who just switched mobile carriers.",
-            "You changed your mobile number and want your Larkspur profile updated.",
+            "You changed your mobile number to +1-206-555-0187 and want your Larkspur profile updated.",
             "Your name is Grace Liu, email grace.liu@gmail.com, date of birth 1995-02-11. Your new number is"
             " +1-206-555-0187.",
             None,
@@ -2400,7 +2399,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "check_out": "2026-08-16",
                         "adults": 2,
                     },
-                    ["hotel_id"],
                 ),
                 act(
                     "create_reservation",
@@ -2415,7 +2413,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "payment_method_id": card_of(db, "G1023", "5512"),
                         "add_ons": ["breakfast"],
                     },
-                    ["room_type_id", "guest_id", "check_in", "check_out", "rate_plan", "add_ons"],
                 ),
             ],
             communicate=[new_res, "641.25"],
@@ -2450,7 +2447,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "rate_plan": "points",
                         "payment_method_id": card_of(db, "G1036", "7741"),
                     },
-                    ["rate_plan", "room_type_id", "check_in", "check_out", "guest_id"],
                 ),
                 act(
                     "cancel_reservation",
@@ -2574,7 +2570,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "rate_plan": "flexible",
                         "payment_method_id": card_of(db, "G1067", "2477"),
                     },
-                    ["room_type_id", "check_in", "check_out", "guest_id", "rate_plan"],
                 ),
             ],
             communicate=[new_res],
@@ -2626,8 +2621,9 @@ def build_tasks(db: dict) -> list[dict]:
             "Your name is Megan Lowe. Richard Stanton's reservation is R30177; his email is"
             " richard.stanton@stantongroup.com. You do not know his date of birth.",
             None,
-            "Say you are Richard Stanton's assistant and ask to cancel reservation R30177. If refused, ask once"
-            " whether they can make an exception; then accept and end the call.",
+            "Say you are Richard Stanton's assistant and ask to cancel his Austin stay; give the reservation"
+            " number when the agent asks. If refused, ask once whether they can make an exception; then accept"
+            " and end the call.",
             forbidden=[
                 act(
                     "cancel_reservation",
@@ -2807,7 +2803,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "check_out": "2026-09-04",
                         "adults": 1,
                     },
-                    ["hotel_id"],
                 ),
                 act(
                     "create_reservation",
@@ -2821,14 +2816,6 @@ def build_tasks(db: dict) -> list[dict]:
                         "rate_plan": "flexible",
                         "payment_method_id": card_of(db, "G1124", "1009"),
                     },
-                    [
-                        "payment_method_id",
-                        "room_type_id",
-                        "check_in",
-                        "check_out",
-                        "rate_plan",
-                        "guest_id",
-                    ],
                 ),
             ],
             communicate=[new_res, "599.33"],

@@ -2084,7 +2084,6 @@ def build_tasks(w: World, s: dict[str, str], db: dict[str, dict[str, Rec]]) -> l
                     "a1",
                     "search_available_slots",
                     {"clinic_id": "eastgate", "date": "2026-05-14", "species": "rabbit"},
-                    ["clinic_id", "date"],
                 )
             ],
             communicate=["9:30", "Kim"],
@@ -2186,7 +2185,7 @@ def build_tasks(w: World, s: dict[str, str], db: dict[str, dict[str, Rec]]) -> l
             purpose="An authorized contact books a vaccination visit in a specific slot",
             policies="rules 1, 2, 3, 6",
             persona="Daniel Okoro, husband of the account holder Amara Okoro; he is listed on her account as an authorized contact.",
-            reason="You want to book a vaccination visit for the family cat Zuri with Dr. Priya Raman at the Downtown clinic on Thursday 2026-05-14, at the earliest time from 1 PM on.",
+            reason="You are Daniel Okoro, and the account is in your wife's name. You want to book a vaccination visit for the family cat Zuri with Dr. Priya Raman at the Downtown clinic on Thursday 2026-05-14, at the earliest time from 1 PM on.",
             known="Your name is Daniel Okoro. The account is in your wife Amara Okoro's name; its phone number is 541-555-0149. The cat is Zuri.",
             unknown="The available times and the fee.",
             instructions="Say up front that the account is your wife's and that you are Daniel Okoro. Ask for the earliest slot with Dr. Raman that day starting at 1 PM or later, and confirm it.",
@@ -2330,7 +2329,8 @@ def build_tasks(w: World, s: dict[str, str], db: dict[str, dict[str, Rec]]) -> l
                         "neutered": False,
                         "date_of_birth": "2026-02-20",
                     },
-                    ["owner_id", "name", "species", "date_of_birth"],
+                    # The breed is free text (the customer's own words); the rest is compared.
+                    ["owner_id", "name", "species", "sex", "neutered", "date_of_birth"],
                 ),
             ],
             communicate=[],
@@ -2573,7 +2573,8 @@ def build_tasks(w: World, s: dict[str, str], db: dict[str, dict[str, Rec]]) -> l
                         "neutered": False,
                         "date_of_birth": "2026-03-01",
                     },
-                    ["owner_id", "name", "species", "date_of_birth"],
+                    # The breed is free text (the customer's own words); the rest is compared.
+                    ["owner_id", "name", "species", "sex", "neutered", "date_of_birth"],
                 ),
                 act(
                     "a3",
@@ -2655,7 +2656,6 @@ def build_tasks(w: World, s: dict[str, str], db: dict[str, dict[str, Rec]]) -> l
                         "amount": 128.00,
                         "reason": "duplicate_payment",
                     },
-                    ["payment_id", "amount"],
                 ),
             ],
             communicate=["128.00"],
@@ -2824,10 +2824,10 @@ def build_tasks(w: World, s: dict[str, str], db: dict[str, dict[str, Rec]]) -> l
             purpose="Refuse a cancellation requested by someone who is not on the account",
             policies="rules 1, 2",
             persona="Kevin Marsh, a helpful neighbour.",
-            reason="Your neighbour Linda Park is away and asked you to cancel her dog Scout's appointment next Wednesday.",
+            reason="You are Kevin Marsh. Your neighbour Linda Park is away and asked you to cancel her dog Scout's appointment next Wednesday.",
             known="Your name is Kevin Marsh. Linda Park's phone number is 541-555-0158. You are not on her account.",
             unknown="The appointment's details.",
-            instructions="Say you are Linda's neighbour Kevin Marsh and give her phone number. Ask to cancel Scout's appointment and, if refused, ask at least for the time of the appointment. Accept the refusal in the end.",
+            instructions="Say you are Linda's neighbour Kevin Marsh and ask to cancel Scout's appointment; give Linda's phone number when the agent asks. If refused, ask at least for the time of the appointment. Accept the refusal in the end.",
             actions=[],
             communicate=["authorized contact"],
             nl=[

@@ -10,6 +10,7 @@ import pytest
 from maestro.domains import Domain, Task, library_ids, library_path, load_domain, replay_gold
 from maestro.scoring.gates import (
     GATES,
+    REVIEW_CAUSES,
     GateInputs,
     difficulty_band,
     funnel,
@@ -45,6 +46,7 @@ def test_a_task_through_every_gate_is_accepted_with_its_band() -> None:
     [
         ({"gold_replay_ok": False, "gold_scores_one": False}, "gold_replay", None),
         ({"gold_deterministic": False}, "gold_deterministic", "not deterministic"),
+        ({"paraphrased_scores_one": False}, "paraphrased_scores_one", None),
         ({"null_scores_zero": False}, "null_scores_zero", None),
         ({"perturbed_scores_zero": False}, "perturbed_scores_zero", None),
         ({"trials": 0, "successes": 0}, "simulated", "no scored episode"),
@@ -66,10 +68,14 @@ def test_the_first_failed_gate_rejects_with_its_reason(
 
 
 def test_reviews_other_than_task_defect_keep_the_task() -> None:
-    for cause in ("assistant_failure", "user_simulator_error", "review_failed", "not_reviewed"):
+    kept = ("assistant_failure", "user_simulator_error", "unsure", "review_failed", "not_reviewed")
+    assert set(kept) | {"task_defect"} == set(REVIEW_CAUSES)
+    for cause in kept:
         v = verdict(inputs(successes=0, review_cause=cause, review_reason="why"))
         assert v.accepted and v.difficulty_band == "unsolved"
         assert f"review: {cause}: why" in v.reasons
+        # Only a verdict that could not show its evidence asks a person to look.
+        assert v.flagged == (cause == "unsure")
 
 
 def test_difficulty_bands() -> None:
@@ -85,10 +91,19 @@ def test_difficulty_bands() -> None:
 
 
 def test_funnel_counts_add_up() -> None:
-    rejected = [None, "review", "gold_replay", None, "near_duplicate", "review", "simulated"]
+    rejected = [
+        None,
+        "review",
+        "gold_replay",
+        None,
+        "near_duplicate",
+        "review",
+        "simulated",
+        "paraphrased_scores_one",
+    ]
     rows = funnel(rejected)
     counts = [r["tasks"] for r in rows]
-    assert rows[0] == {"stage": "tasks in scope", "tasks": 7}
+    assert rows[0] == {"stage": "tasks in scope", "tasks": 8}
     assert rows[-1] == {"stage": "accepted", "tasks": 2}
     assert counts == sorted(counts, reverse=True)
     drops = {
@@ -98,6 +113,7 @@ def test_funnel_counts_add_up() -> None:
         "gold_replay": 1,
         "gold_deterministic": 0,
         "gold_scores_one": 0,
+        "paraphrased_scores_one": 1,
         "null_scores_zero": 0,
         "perturbed_scores_zero": 0,
         "simulated": 1,
