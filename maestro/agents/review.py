@@ -2,9 +2,15 @@
 (``task_defect``), the simulated customer (``user_simulator_error``) or the assistant
 (``assistant_failure``)? The filter rejects task defects; the other causes keep the task.
 
-The answer is one JSON object, parsed strictly; malformed answers are retried a bounded number
-of times, then the review raises :class:`ReviewError`, which the filter records as such (never a
-silent verdict).
+A verdict must carry evidence the code can check, since a small reviewer guesses: a quote from
+the policy, the task or a transcript that exists there (whitespace, case and quote marks
+normalised), and the expected tool call or assertion it is about, by its label. A verdict whose
+quote is not there or whose label names nothing is ``unsure``: the task is kept and flagged.
+
+The answer is one JSON object; its JSON Schema is sent as ``response_format`` and is the one
+source of the shape the prompt states and the parser accepts. Malformed answers are retried a
+bounded number of times, then the review raises :class:`ReviewError`, which the filter records as
+such (never a silent verdict).
 """
 
 from __future__ import annotations
@@ -13,16 +19,40 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from maestro.agents.client import ChatClient, ProviderError
 from maestro.domains.models import Action, Task
 
-ReviewCause = Literal["task_defect", "user_simulator_error", "assistant_failure"]
-CAUSES: tuple[ReviewCause, ...] = ("task_defect", "user_simulator_error", "assistant_failure")
+#: What a reviewer may answer.
+ReviewerCause = Literal["task_defect", "user_simulator_error", "assistant_failure"]
+CAUSES: tuple[ReviewerCause, ...] = get_args(ReviewerCause)
+#: What a review concludes: the reviewer's cause when its evidence checks out, else ``unsure``.
+ReviewCause = Literal["task_defect", "user_simulator_error", "assistant_failure", "unsure"]
 
 #: Each transcript is cut to this many characters, so several fit a small model's context.
 TRANSCRIPT_CHARS = 6000
+#: The policy is cut to this many characters, for the same reason.
+POLICY_CHARS = 6000
+#: A quote shorter than this many words proves nothing ("the", "cancel it").
+MIN_QUOTE_WORDS = 4
+
+REVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "cause": {"type": "string", "enum": list(CAUSES)},
+        "reason": {"type": "string", "minLength": 1},
+        "evidence": {"type": "string", "minLength": 1},
+        "about": {"type": "string", "minLength": 1},
+    },
+    "required": ["cause", "reason", "evidence", "about"],
+    "additionalProperties": False,
+}
+
+RESPONSE_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "task_review", "schema": REVIEW_SCHEMA, "strict": True},
+}
 
 REVIEW_PROMPT = """A customer-service task was given to an AI agent several times and it never
 succeeded. Decide why, from the transcripts.
@@ -40,17 +70,27 @@ Causes:
 
 # The task
 Customer scenario: {scenario}
-Expected tool calls: {actions}
-Forbidden tool calls: {forbidden}
-Assertions: {assertions}
+Expected tool calls:
+{actions}
+Forbidden tool calls:
+{forbidden}
+Assertions:
+{assertions}
 
 # Failed attempts
 {transcripts}
 
 Answer with JSON only, no other text, in exactly this shape:
-{{"cause": "task_defect" | "user_simulator_error" | "assistant_failure", "reason": "one or two sentences"}}"""
+{shape}
+- "evidence": one sentence copied word for word from the policy, the task or a transcript above,
+  that shows the cause.
+- "about": the label of the expected or forbidden tool call ({action_labels}) or of the
+  assertion ({assertion_labels}) that could not be met."""
 
 _JSON_BLOCK = re.compile(r"\{.*\}", re.DOTALL)
+_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "`": "'"})
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026)\s*")
+_SPACE = re.compile(r"\s+")
 
 
 class ReviewError(Exception):
@@ -58,13 +98,43 @@ class ReviewError(Exception):
 
 
 @dataclass(frozen=True)
+class ReviewAnswer:
+    """A reviewer's answer, well formed but not yet checked against what it quotes."""
+
+    cause: ReviewerCause
+    reason: str
+    evidence: str
+    about: str
+
+
+@dataclass(frozen=True)
 class Review:
+    """What the review concluded; ``claimed`` is the reviewer's own cause, which ``cause``
+    differs from only when the evidence did not check out (then ``unsure``)."""
+
     cause: ReviewCause
     reason: str
+    claimed: ReviewerCause
+    evidence: str
+    about: str
+
+    def summary(self) -> str:
+        """The reason with the evidence behind it, as a verdict stores it."""
+        return f'{self.reason} (about {self.about}; evidence: "{self.evidence}")'
 
 
-def parse_review(text: str | None) -> Review:
-    """The review in a model's answer; ValueError saying what is wrong with it."""
+def schema_shape() -> str:
+    """The answer's shape as the prompt states it, written from :data:`REVIEW_SCHEMA`."""
+    causes = " | ".join(json.dumps(c) for c in CAUSES)
+    return (
+        f'{{"cause": {causes}, "reason": "one or two sentences", '
+        '"evidence": "a quote", "about": "a label"}'
+    )
+
+
+def parse_review(text: str | None) -> ReviewAnswer:
+    """The answer in a model's reply, checked against :data:`REVIEW_SCHEMA`; ValueError saying
+    what is wrong with it."""
     if not text or not text.strip():
         raise ValueError("empty answer")
     match = _JSON_BLOCK.search(text)
@@ -76,37 +146,143 @@ def parse_review(text: str | None) -> Review:
         raise ValueError(f"invalid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise ValueError("the answer is not a JSON object")
-    extra = sorted(set(data) - {"cause", "reason"})
+    props = REVIEW_SCHEMA["properties"]
+    extra = sorted(set(data) - set(props))
     if extra:
-        raise ValueError(f"unexpected key(s) {extra}")
-    cause, reason = data.get("cause"), data.get("reason")
-    if cause not in CAUSES:
-        raise ValueError(f"cause must be one of {list(CAUSES)}, not {cause!r}")
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("reason must be a non-empty string")
-    return Review(cast(ReviewCause, cause), reason.strip())
+        raise ValueError(f"unexpected key(s) {extra}; the keys are {list(props)}")
+    missing = [k for k in REVIEW_SCHEMA["required"] if k not in data]
+    if missing:
+        raise ValueError(f"missing key(s) {missing}")
+    if data["cause"] not in CAUSES:
+        raise ValueError(f"cause must be one of {list(CAUSES)}, not {data['cause']!r}")
+    for key in ("reason", "evidence", "about"):
+        # Exactly the schema's rule (a blank quote is then found nowhere: ``unsure``).
+        if not isinstance(data[key], str) or not data[key]:
+            raise ValueError(f"{key} must be a non-empty string")
+    return ReviewAnswer(
+        cause=cast(ReviewerCause, data["cause"]),
+        reason=data["reason"].strip(),
+        evidence=data["evidence"].strip(),
+        about=data["about"].strip(),
+    )
+
+
+def _normal(text: str) -> str:
+    return _SPACE.sub(" ", text.translate(_QUOTES)).strip().casefold()
+
+
+def quoted_in(quote: str, sources: Sequence[str]) -> bool:
+    """The quote exists in one of the sources, word for word up to whitespace, case and quote
+    marks; an ellipsis may stand for left-out words, the parts still in order."""
+    core = _normal(quote).strip(" \"'").rstrip(".,;:!?")
+    parts = [p for p in _ELLIPSIS.split(core) if p]
+    if sum(len(p.split()) for p in parts) < MIN_QUOTE_WORDS:
+        return False
+    for source in sources:
+        text, at = _normal(source), 0
+        for part in parts:
+            at = text.find(part, at)
+            if at < 0:
+                break
+            at += len(part)
+        else:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class ReviewCase:
+    """What the reviewer is shown, labelled, so its answer can be checked against it."""
+
+    policy: str
+    task: Task
+    transcripts: tuple[str, ...]
+
+    @property
+    def actions(self) -> dict[str, Action]:
+        crit = self.task.evaluation_criteria
+        return {a.action_id: a for a in [*crit.actions, *crit.forbidden_actions]}
+
+    @property
+    def assertions(self) -> dict[str, str]:
+        crit = self.task.evaluation_criteria
+        texts = [*crit.nl_assertions, *crit.communicate_info]
+        return {f"A{i}": t for i, t in enumerate(texts, start=1)}
+
+    def sources(self) -> list[str]:
+        """Every text a quote may come from, as shown."""
+        ins = self.task.user_scenario.instructions
+        fields = [self.task.user_scenario.persona, *ins.model_dump(exclude_none=True).values()]
+        actions = [_action_line(i, a) for i, a in self.actions.items()]
+        return [
+            self.policy[:POLICY_CHARS],
+            *(str(f) for f in fields if f),
+            *actions,
+            *self.assertions.values(),
+            *(t[:TRANSCRIPT_CHARS] for t in self.transcripts),
+        ]
+
+    def names(self, about: str) -> str | None:
+        """The action or assertion ``about`` names (by label, tool name or full text), or None."""
+        said = _normal(about).strip(" \"'.")
+        for label, action in self.actions.items():
+            if said in (label.casefold(), action.name.casefold()) or re.search(
+                rf"\b{re.escape(label.casefold())}\b", said
+            ):
+                return label
+        for label, text in self.assertions.items():
+            if said == _normal(text).rstrip(".") or re.search(
+                rf"\b{re.escape(label.casefold())}\b", said
+            ):
+                return label
+        return None
+
+    def prompt(self) -> str:
+        crit = self.task.evaluation_criteria
+        forbidden = {a.action_id for a in crit.forbidden_actions}
+        gold = [_action_line(i, a) for i, a in self.actions.items() if i not in forbidden]
+        banned = [_action_line(i, a) for i, a in self.actions.items() if i in forbidden]
+        shown = "\n\n".join(
+            f"## Attempt {i}\n{t[:TRANSCRIPT_CHARS]}"
+            for i, t in enumerate(self.transcripts, start=1)
+        )
+        return REVIEW_PROMPT.format(
+            policy=self.policy[:POLICY_CHARS],
+            scenario=self.task.user_scenario.instructions.model_dump_json(exclude_none=True),
+            actions="\n".join(gold) or "none",
+            forbidden="\n".join(banned) or "none",
+            assertions="\n".join(f"{k}: {v}" for k, v in self.assertions.items()) or "none",
+            transcripts=shown or "(none)",
+            shape=schema_shape(),
+            action_labels=", ".join(self.actions) or "none",
+            assertion_labels=", ".join(self.assertions) or "none",
+        )
+
+    def check(self, answer: ReviewAnswer) -> Review:
+        """The answer as a review: its cause when the quote exists and the label names an
+        action or assertion of the task; otherwise ``unsure``, saying which check failed."""
+        problems = []
+        if not quoted_in(answer.evidence, self.sources()):
+            problems.append(
+                "its evidence is not quoted word for word from the policy, the task or the"
+                f" transcripts (or is under {MIN_QUOTE_WORDS} words)"
+            )
+        if self.names(answer.about) is None:
+            problems.append(f"{answer.about!r} names no expected action or assertion")
+        if not problems:
+            return Review(answer.cause, answer.reason, answer.cause, answer.evidence, answer.about)
+        reason = f"the reviewer said {answer.cause} ({answer.reason}), but " + " and ".join(
+            problems
+        )
+        return Review("unsure", reason, answer.cause, answer.evidence, answer.about)
+
+
+def _action_line(label: str, action: Action) -> str:
+    return f"{label}: {action.name} {json.dumps(action.arguments, sort_keys=True)}"
 
 
 def review_prompt(policy: str, task: Task, transcripts: Sequence[str]) -> str:
-    crit = task.evaluation_criteria
-    ins = task.user_scenario.instructions
-
-    def calls(actions: Sequence[Action]) -> str:
-        if not actions:
-            return "none"
-        return json.dumps([{"name": a.name, "arguments": a.arguments} for a in actions])
-
-    shown = "\n\n".join(
-        f"## Attempt {i}\n{t[:TRANSCRIPT_CHARS]}" for i, t in enumerate(transcripts, start=1)
-    )
-    return REVIEW_PROMPT.format(
-        policy=policy[:6000],
-        scenario=ins.model_dump_json(exclude_none=True),
-        actions=calls(crit.actions),
-        forbidden=calls(crit.forbidden_actions),
-        assertions=json.dumps(crit.nl_assertions + crit.communicate_info),
-        transcripts=shown or "(none)",
-    )
+    return ReviewCase(policy, task, tuple(transcripts)).prompt()
 
 
 async def review_failures(
@@ -118,18 +294,26 @@ async def review_failures(
     episode: str | None = None,
     attempts: int = 3,
 ) -> Review:
-    """Classify why no episode solved ``task``, from (some of) its failed transcripts."""
-    prompt = review_prompt(policy, task, transcripts)
+    """Classify why no episode solved ``task``, from (some of) its failed transcripts; the
+    verdict is ``unsure`` when its evidence does not check out."""
+    case = ReviewCase(policy, task, tuple(transcripts))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": case.prompt()}]
     problems = []
     for attempt in range(attempts):
         try:
             out = await client.complete(
-                [{"role": "user", "content": prompt}], episode=episode, seed=attempt
+                messages, episode=episode, seed=attempt, response_format=RESPONSE_FORMAT
             )
         except ProviderError as exc:
             raise ReviewError(f"review endpoint failed: {exc}") from None
         try:
-            return parse_review(out.message.content)
+            return case.check(parse_review(out.message.content))
         except ValueError as exc:
             problems.append(f"attempt {attempt + 1}: {exc}")
+            # The refused answer goes back to its author with the reason.
+            messages = [
+                messages[0],
+                {"role": "assistant", "content": out.message.content or ""},
+                {"role": "user", "content": f"That answer was refused: {exc}. Answer again."},
+            ]
     raise ReviewError("malformed review output; " + "; ".join(problems))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -287,6 +287,7 @@ def filter_tasks(
         "accepted": sum(1 for r in rows if r.accepted),
         "reviewed": len(reviews),
         "task_defects": sum(1 for c, _ in reviews.values() if c == "task_defect"),
+        "flagged": sum(1 for c, _ in reviews.values() if c == "unsure"),
         "near_duplicates": sum(1 for r in rows if r.duplicate_of),
     }
 
@@ -335,10 +336,10 @@ def _gate_inputs(domain: Domain, task_id: str, scored: dict[str, Any]) -> gates.
         deterministic = False
     return gates.GateInputs(
         task_id=task_id,
-        gold_replay_ok=check.gold_reward is not None
-        and not any("gold action" in p for p in check.problems),
+        gold_replay_ok=check.gold_replay_ok,
         gold_deterministic=deterministic,
         gold_scores_one=check.gold_pass,
+        paraphrased_scores_one=check.paraphrased_pass,
         null_scores_zero=check.null_fail,
         perturbed_scores_zero=check.perturbed_fail,
         trials=int(scored.get("trials") or 0),
@@ -362,27 +363,28 @@ def _verdict_row(domain: Domain, g: gates.GateInputs, v: gates.GateVerdict) -> T
         reasons=v.reasons,
         gold_deterministic=g.gold_deterministic,
         review_cause=g.review_cause,
+        review_reason=g.review_reason,
         duplicate_of=g.duplicate_of,
         rejected_at=v.rejected_at,
     )
 
 
-def _stored_reviews(lake: Lake, run_id: str, domain: Domain) -> dict[str, tuple[str, str]]:
-    """(cause, reason) of the LLM reviews this run's verdicts already hold."""
+def _stored_reviews(
+    lake: Lake, run_id: str, domain: Domain
+) -> dict[str, tuple[gates.ReviewCause, str]]:
+    """(cause, reason) of the LLM reviews this run's verdicts already hold, from their own
+    columns; a failed or missing review is asked again."""
     rows = lake.rows(
         TaskVerdictRow,
         run_id=run_id,
         domain_id=domain.id,
-        fields=["task_id", "review_cause", "reasons"],
+        fields=["task_id", "review_cause", "review_reason"],
     )
-    out = {}
-    for r in rows:
-        cause = r.review_cause
-        if cause in gates.REVIEW_CAUSES:
-            prefix = f"review: {cause}: "
-            said = [x[len(prefix) :] for x in r.reasons or [] if x.startswith(prefix)]
-            out[r.task_id] = (cause, said[0] if said else "")
-    return out
+    return {
+        r.task_id: (cast(gates.ReviewCause, r.review_cause), r.review_reason or "")
+        for r in rows
+        if r.review_cause in gates.REVIEWED
+    }
 
 
 def _review_unsolved(
@@ -391,9 +393,10 @@ def _review_unsolved(
     domain: Domain,
     task_ids: Sequence[str],
     judging: Judging,
-) -> tuple[dict[str, tuple[str, str]], list[LLMCall]]:
+) -> tuple[dict[str, tuple[gates.ReviewCause, str]], list[LLMCall]]:
     """(cause, reason) per unsolved task from the LLM review of its failed transcripts; a
-    review that fails is recorded as ``review_failed`` (which keeps the task)."""
+    review that fails is recorded as ``review_failed``, one whose evidence does not check out
+    as ``unsure`` (both keep the task)."""
     if not task_ids:
         return {}, []
     if judging.judge is None:
@@ -405,7 +408,7 @@ def _review_unsolved(
         if len(transcripts[str(r.task_id)]) < REVIEW_TRANSCRIPTS:
             transcripts[str(r.task_id)].append(trajectory_from_row(r).transcript())
 
-    async def one(client: ChatClient, task_id: str) -> tuple[str, str]:
+    async def one(client: ChatClient, task_id: str) -> tuple[gates.ReviewCause, str]:
         try:
             review = await review_failures(
                 client,
@@ -416,9 +419,9 @@ def _review_unsolved(
             )
         except ReviewError as exc:
             return "review_failed", str(exc)
-        return review.cause, review.reason
+        return review.cause, review.summary()
 
-    async def run() -> list[tuple[str, str]]:
+    async def run() -> list[tuple[gates.ReviewCause, str]]:
         async with Endpoints(recorder=log) as endpoints:
             client = endpoints.client("judge", judge)
             return await asyncio.gather(*(one(client, t) for t in task_ids))

@@ -219,8 +219,8 @@ class ScoreRow(Row):
 
 class TaskVerdictRow(Row):
     """Filtering verdicts: which tasks passed the gates (the first gate failed, the LLM
-    review's cause for unsolved tasks, the near-duplicate twin), pass rate and difficulty
-    band."""
+    review's cause and reason for unsolved tasks, the near-duplicate twin), pass rate and
+    difficulty band."""
 
     TABLE = "task_verdicts"
     KEYS = ("run_id", "domain_id", "task_id")
@@ -240,6 +240,7 @@ class TaskVerdictRow(Row):
     review_cause: str | None = None
     duplicate_of: str | None = None
     rejected_at: str | None = None
+    review_reason: str | None = None
 
 
 class TaskSetRow(Row):

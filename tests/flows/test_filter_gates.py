@@ -1,5 +1,6 @@
 """The filter stage's gates on a real lake: episodes simulated against the scripted server, the
-LLM review of unsolved tasks over real HTTP, near duplicates, verdict reasons, and the funnel."""
+LLM review of unsolved tasks over real HTTP (its evidence checked), near duplicates, verdict
+reasons, a gold action that fails, and the funnel."""
 
 from __future__ import annotations
 
@@ -37,8 +38,13 @@ def _simulate_and_score(lake: Lake, domain: Domain, toy_copy: Path) -> list[str]
     return ids
 
 
-def review(cause: str, reason: str) -> Reply:
-    return Reply(content=json.dumps({"cause": cause, "reason": reason}))
+def review(cause: str, reason: str, evidence: str, about: str = "a1") -> Reply:
+    answer = {"cause": cause, "reason": reason, "evidence": evidence, "about": about}
+    return Reply(content=json.dumps(answer))
+
+
+#: What the toy tasks' failed episodes show: the scripted assistant only greets.
+GREETED = "[assistant] Hello! How can I help you today?"
 
 
 def test_review_rejects_task_defects_and_duplicates_are_removed(
@@ -47,9 +53,17 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
     domain = _toy_with_a_clone(toy_copy)
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     ids = _simulate_and_score(lake, domain, toy_copy)
-    scripted.script("toy/toy_cancel/review", "judge", [review("assistant_failure", "never called")])
+    # A task defect that quotes nothing real: unsure, so the task is kept and flagged.
     scripted.script(
-        "toy/toy_status/review", "judge", [review("task_defect", "the order id is never given")]
+        "toy/toy_cancel/review",
+        "judge",
+        [review("task_defect", "the policy forbids it", "Orders may never be cancelled by phone.")],
+    )
+    # A task defect whose quote is in the task (case and spacing aside): rejected.
+    scripted.script(
+        "toy/toy_status/review",
+        "judge",
+        [review("task_defect", "the order id is never given", "you want to know the  STATUS of")],
     )
     scripted.script(
         "toy/toy_refuse/review",
@@ -57,7 +71,9 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
         [Reply(content="I am not sure.")] * 2 + [Reply(content="{}")],
     )
     scripted.script(
-        "toy/toy_cancel_again/review", "judge", [review("assistant_failure", "no tool call")]
+        "toy/toy_cancel_again/review",
+        "judge",
+        [review("assistant_failure", "no tool call", GREETED, "cancel_order")],
     )
 
     judging = Judging.by(fast_settings(base_url=scripted.base_url))
@@ -68,6 +84,7 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
         "accepted": 2,
         "reviewed": 4,
         "task_defects": 1,
+        "flagged": 1,
         "near_duplicates": 1,
     }
     rows = {
@@ -77,10 +94,12 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
     status = rows["toy_status"]
     assert not status["accepted"] and status["rejected_at"] == "review"
     assert status["review_cause"] == "task_defect"
-    assert "review: task_defect: the order id is never given" in status["reasons"]
+    assert status["review_reason"].startswith("the order id is never given (about a1; evidence")
+    assert any(r.startswith("review: task_defect: the order id") for r in status["reasons"])
     cancel = rows["toy_cancel"]
     assert cancel["accepted"] and cancel["difficulty_band"] == "unsolved"
-    assert cancel["review_cause"] == "assistant_failure" and cancel["gold_deterministic"]
+    assert cancel["review_cause"] == "unsure" and cancel["gold_deterministic"]
+    assert "not quoted word for word" in cancel["review_reason"]
     assert (cancel["trials"], cancel["successes"]) == (2, 0)
     refuse = rows["toy_refuse"]
     assert refuse["accepted"] and refuse["review_cause"] == "review_failed"
@@ -96,6 +115,7 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
     report = build_report(lake, "r1", fast_settings())
     funnel = {r["stage"]: r["tasks"] for r in report.funnel}
     assert funnel["tasks in scope"] == 4
+    assert funnel["gold replay succeeds"] == 4
     assert funnel["simulated and scored"] == 4
     assert funnel["not a task defect (review)"] == 3
     assert funnel["not a near duplicate"] == funnel["accepted"] == 2
@@ -106,13 +126,19 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
     markdown = to_markdown(report, None)
     assert "## Rejected tasks" in markdown and "the order id is never given" in markdown
 
-    # Re-running the stage keeps the stored reviews; only the failed one is asked again.
-    scripted.script("toy/toy_refuse/review", "judge", [review("user_simulator_error", "left")])
+    # Re-running the stage keeps the stored reviews (read back from their own columns); only
+    # the failed one is asked again.
+    scripted.script(
+        "toy/toy_refuse/review",
+        "judge",
+        [review("user_simulator_error", "left", "[user] You are Bo (C2) and want order O1", "A1")],
+    )
     again = stages.filter_tasks(lake, "r1", domain, ids, judging=judging)
     assert again["accepted"] == 2 and again["task_defects"] == 1
     rows = {r["task_id"]: r for r in lake.read("task_verdicts").collect().to_dicts()}
     assert len(rows) == 4 and rows["toy_refuse"]["review_cause"] == "user_simulator_error"
-    assert "review: task_defect: the order id is never given" in rows["toy_status"]["reasons"]
+    assert rows["toy_status"]["review_reason"] == status["review_reason"]
+    assert rows["toy_cancel"]["review_cause"] == "unsure"
     calls = lake.read("llm_calls").filter(pl.col("episode").str.ends_with("/review")).collect()
     assert calls.height == 7
 
@@ -129,3 +155,48 @@ def test_without_a_review_endpoint_unsolved_tasks_are_kept_and_say_so(
     assert all(r["review_cause"] == "not_reviewed" for r in rows)
     assert all(any("no judge endpoint" in x for x in r["reasons"]) for r in rows)
     assert lake.read("llm_calls").filter(pl.col("role") == "judge").collect().height == 0
+
+
+def test_a_task_whose_gold_action_fails_is_rejected_at_gold_replay(
+    toy_copy: Path, tmp_path: Path
+) -> None:
+    """The funnel's first row counts it: the gate reads ``ReplayResult.ok``, not error text."""
+    line = {
+        "id": "toy_cancel_shipped",
+        "user_scenario": {
+            "instructions": {
+                "domain": "toy",
+                "reason_for_call": "You want order O2 cancelled.",
+                "task_instructions": "Ask for it.",
+            }
+        },
+        "evaluation_criteria": {
+            "actions": [
+                {"action_id": "a1", "name": "cancel_order", "arguments": {"order_id": "O2"}}
+            ],
+            "reward_basis": ["DB", "ACTION"],
+        },
+    }
+    with (toy_copy / "tasks.jsonl").open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    domain = load_domain(toy_copy, check_gold=False)  # the loader would refuse it
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
+    ids = [t.id for t in domain.tasks]
+
+    stages.filter_tasks(lake, "r1", domain, ids)
+
+    rows = {r["task_id"]: r for r in lake.read("task_verdicts").collect().to_dicts()}
+    shipped = rows["toy_cancel_shipped"]
+    assert shipped["rejected_at"] == "gold_replay" and not shipped["gold_replay_ok"]
+    assert any(
+        r.startswith("gold action a1 (cancel_order) failed: Error: order O2 is shipped")
+        for r in shipped["reasons"]
+    ), shipped["reasons"]
+    # The others replay fine; with no episode they stop at the simulated gate.
+    assert {r["rejected_at"] for t, r in rows.items() if t != "toy_cancel_shipped"} == {"simulated"}
+    funnel = build_report(lake, "r1", fast_settings()).funnel
+    assert funnel[:2] == [
+        {"stage": "tasks in scope", "tasks": 4},
+        {"stage": "gold replay succeeds", "tasks": 3},
+    ]
+    assert {r["stage"]: r["tasks"] for r in funnel}["gold scores 1"] == 3
