@@ -56,6 +56,8 @@ class EpisodeResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tool_calls: int = 0
+    #: The Ray node that ran the episode; None when it ran in the caller's own process.
+    node_id: str | None = None
 
     @property
     def episode_key(self) -> str:

@@ -156,14 +156,18 @@ def _ray_worker_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Runs inside a Ray worker: one asyncio batch, yielding each episode as plain data the
     moment it ends, then the batch's LLM calls. A Ray streaming generator, so the driver sees
     progress episode by episode instead of once per batch."""
+    import ray
+
     jobs = [EpisodeJob.model_validate(j) for j in payload["jobs"]]
     settings = LLMSettings.model_validate(payload["settings"])
     config = BatchConfig.model_validate(payload["config"])
     domains = DomainCache()
     index = {(domains.get(j.domain_path).id, j.task_id, j.trial): i for i, j in enumerate(jobs)}
     done: queue.Queue[tuple[str, Any]] = queue.Queue()
+    node = ray.get_runtime_context().get_node_id()
 
     def ended(e: EpisodeResult) -> None:
+        e = e.model_copy(update={"node_id": node})
         done.put(("episode", (index[(e.domain_id, e.task_id, e.trial)], e.model_dump(mode="json"))))
 
     def run() -> None:

@@ -174,6 +174,7 @@ def episode_row(
         completion_tokens=e.completion_tokens,
         n_tool_calls=e.tool_calls,
         messages=[message_row(m) for m in e.trajectory.messages],
+        node_id=e.node_id,
     )
 
 
@@ -207,6 +208,7 @@ def episode_from_row(row: EpisodeRow) -> EpisodeResult:
         prompt_tokens=row.prompt_tokens or 0,
         completion_tokens=row.completion_tokens or 0,
         tool_calls=row.n_tool_calls or 0,
+        node_id=row.node_id,
     )
 
 

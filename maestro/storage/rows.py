@@ -172,7 +172,7 @@ class SynthesisEventRow(Row):
 
 class EpisodeRow(Row):
     """Simulated conversations: every message, tool call and result, with how the episode
-    ended."""
+    ended and the Ray node that ran it."""
 
     TABLE = "episodes"
     KEYS = ("episode_id",)
@@ -193,6 +193,7 @@ class EpisodeRow(Row):
     completion_tokens: int | None = None
     n_tool_calls: int | None = None
     messages: list[StoredMessage] | None = None
+    node_id: str | None = None
 
 
 class ScoreRow(Row):
