@@ -17,12 +17,28 @@ ASSISTANT_PREAMBLE = """You are a customer-service agent for {name}. {descriptio
 Today is {today}. Follow the policy below exactly. Use the tools to look things up and to make
 changes; never invent information a tool did not give you. Make one tool call at a time. Before
 any change, explain what you will do and get the customer's explicit confirmation. If the policy
-forbids a request, refuse politely and say why. When you cannot help, you may transfer the
-customer to a human agent by calling the tool `transfer_to_human_agents` if it exists.
+forbids a request, refuse politely and say why.{transfer}
 
 # Policy
 
 {policy}"""
+
+#: The tool that hands the customer to a person (tau2-bench's name); the episode ends when it
+#: succeeds. Only a domain that has it is told about it.
+TRANSFER_TOOL = "transfer_to_human_agents"
+TRANSFER_SENTENCE = f""" When you cannot help, you may transfer the
+customer to a human agent by calling the tool `{TRANSFER_TOOL}`."""
+
+
+def assistant_system_prompt(domain: Domain) -> str:
+    """The assistant's system prompt for a domain: the one serving and training both use."""
+    m = domain.manifest
+    today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
+    transfer = TRANSFER_SENTENCE if TRANSFER_TOOL in domain.toolkit.specs else ""
+    return ASSISTANT_PREAMBLE.format(
+        name=m.name, description=m.description, today=today, policy=domain.policy, transfer=transfer
+    )
+
 
 USER_PREAMBLE = """You are role-playing a customer of {name} who is contacting its customer-service agent.
 Stay in character as the customer; the other side of the conversation is the agent.
@@ -38,14 +54,12 @@ What you do not know (say so if asked; never make it up): {unknown}
 How to behave: {instructions}
 
 Rules:
+- Your first message says why you are contacting them, in your own words.
 - Write one short message at a time, as a customer would; never write the agent's part.
-- Never invent facts (names, numbers, ids, dates) that are not in your instructions.{ending}"""
-
-# Told only once the conversation has started: small models otherwise open with the token.
-ENDING = """
-- Only when your request has been fully handled, or clearly cannot be, end the conversation by
-  replying with the single word {stop}. If the agent transfers you to someone else, reply with
-  {transfer}."""
+- Never invent facts (names, numbers, ids, dates) that are not in your instructions.
+- Later, once the agent has fully handled your request or it clearly cannot be done, send one
+  last message that is only {stop} to end the conversation ({transfer} if the agent transfers
+  you to someone else). Never send it before the agent has answered your request."""
 
 OPENING = "Hi! Thanks for contacting us. How can I help you today?"
 
@@ -84,28 +98,27 @@ class UserSimulator:
     def __init__(self, client: ChatClient, domain: Domain, task: Task) -> None:
         self.client = client
         ins = task.user_scenario.instructions
-        self._fields = dict(
+        # One system prompt from the first request on, so a server's prefix cache holds it
+        # for the whole conversation. The stop rule is in it from the start, worded so that the
+        # first message states the request (an opening stop is still a user_error).
+        self.system = USER_PREAMBLE.format(
             name=domain.manifest.name,
             persona=task.user_scenario.persona or "an ordinary customer",
             reason=ins.reason_for_call,
             known=ins.known_info or "nothing beyond the above",
             unknown=ins.unknown_info or "nothing in particular",
             instructions=ins.task_instructions,
+            stop=STOP,
+            transfer=TRANSFER,
         )
-        self.system = USER_PREAMBLE.format(
-            **self._fields, ending=ENDING.format(stop=STOP, transfer=TRANSFER)
-        )
-        self.opening_system = USER_PREAMBLE.format(**self._fields, ending="")
 
     async def respond(
         self, history: Sequence[Message], *, episode: str, seed: int | None
     ) -> Completion:
         """The user's next message; the conversation seen from the user's side (roles swapped,
         tool traffic hidden), opening with the agent's greeting."""
-        opening = not any(m.role == "user" for m in history)
-        system = self.opening_system if opening else self.system
         messages: list[Message | dict[str, Any]] = [
-            {"role": "system", "content": system},
+            {"role": "system", "content": self.system},
             # The user answers a greeting, as a customer would: it keeps small models in role.
             {"role": "user", "content": OPENING},
         ]

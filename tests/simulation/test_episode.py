@@ -165,7 +165,6 @@ def test_the_user_sees_no_tool_traffic_and_swapped_roles(toy: Domain) -> None:
 
     user = UserSimulator(None, toy, toy.task("toy_cancel"))  # type: ignore[arg-type]
     assert "Your customer id is C1." in user.system and STOP in user.system
-    assert STOP not in user.opening_system  # small models otherwise open with the token
     history = [
         Message(role="user", content="Cancel O1."),
         Message(role="assistant", tool_calls=[ToolCall(id="1", name="get_order", arguments={})]),
@@ -187,4 +186,4 @@ def test_the_user_sees_no_tool_traffic_and_swapped_roles(toy: Domain) -> None:
         ("assistant", "Cancel O1."),
         ("user", "Done."),
     ]
-    assert STOP in seen[0]["content"]  # the stop rule is told once the conversation has begun
+    assert seen[0]["content"] == user.system  # one system prompt, from the first request on
