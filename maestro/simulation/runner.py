@@ -192,6 +192,12 @@ def _ray_worker_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         domains.close()
 
 
+def _ray_worker_batch(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`_ray_worker_stream`'s items as one list, for Ray Client (``ray://``), which cannot
+    stream a task's results: progress then comes worker by worker."""
+    return list(_ray_worker_stream(payload))
+
+
 def run_on_ray(
     jobs: Sequence[EpisodeJob],
     settings: LLMSettings,
@@ -202,11 +208,13 @@ def run_on_ray(
     on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> BatchResult:
     """Split the jobs over ``workers`` Ray tasks, each running an asyncio batch; results in job
-    order. ``on_episode`` is told of each episode as it ends, whichever worker ran it.
+    order. ``on_episode`` is told of each episode as it ends, whichever worker ran it (through
+    Ray Client, ``ray://``, when its worker's batch ends: Ray Client cannot stream).
 
     Ray must already be initialised in this process (see :func:`maestro.simulation.ray_support.ensure_ray`).
     """
     import ray
+    from ray.util.client import ray as ray_client
 
     config = config or BatchConfig()
     started = time.perf_counter()
@@ -215,10 +223,11 @@ def run_on_ray(
     # Never more workers than episodes in flight: total concurrency stays what was asked.
     workers = max(1, min(workers, config.concurrency, len(jobs)))
     slots = [list(range(i, len(jobs), workers)) for i in range(workers)]
-    remote = ray.remote(num_cpus=1)(_ray_worker_stream)
+    whole = ray_client.is_connected()
+    remote = ray.remote(num_cpus=1)(_ray_worker_batch if whole else _ray_worker_stream)
     per_worker = config.model_copy(update={"concurrency": config.concurrency // workers})
     streams: dict[Any, list[int]] = {
-        remote.options(num_returns="streaming").remote(
+        remote.options(**({} if whole else {"num_returns": "streaming"})).remote(
             {
                 "jobs": [jobs[i].model_dump() for i in slot],
                 "settings": settings_payload(settings),
@@ -245,22 +254,18 @@ def run_on_ray(
                 "(the batch deadline and a margin for Ray)"
             )
         for gen in ready:
-            try:
-                ref: Any = next(gen)
-                item: dict[str, Any] = ray.get(ref, timeout=max(1.0, left))
-            except StopIteration:
+            items: list[dict[str, Any]]
+            if whole:
+                items = ray.get(gen, timeout=max(1.0, left))
                 pending.remove(gen)
-                continue
-            if item["kind"] == "episode":
-                i, data = item["data"]
-                episode = EpisodeResult.model_validate(data)
-                episodes[streams[gen][i]] = episode
-                if on_episode is not None:
-                    on_episode(episode)
-            elif item["kind"] == "calls":
-                calls.extend(LLMCall.model_validate(c) for c in item["data"])
             else:
-                raise RuntimeError(f"a Ray simulation worker failed: {item['data']}")
+                try:
+                    items = [ray.get(next(gen), timeout=max(1.0, left))]
+                except StopIteration:
+                    pending.remove(gen)
+                    continue
+            for item in items:
+                _take(item, streams[gen], episodes, calls, on_episode)
     missing = [jobs[i].task_id for i, e in enumerate(episodes) if e is None]
     if missing:
         raise RuntimeError(
@@ -271,6 +276,27 @@ def run_on_ray(
         llm_calls=calls,
         wall_s=time.perf_counter() - started,
     )
+
+
+def _take(
+    item: dict[str, Any],
+    slot: list[int],
+    episodes: list[EpisodeResult | None],
+    calls: list[LLMCall],
+    on_episode: Callable[[EpisodeResult], None] | None,
+) -> None:
+    """One item a Ray worker sent: an episode (put at its job's place), its batch's LLM calls,
+    or its failure."""
+    if item["kind"] == "episode":
+        i, data = item["data"]
+        episode = EpisodeResult.model_validate(data)
+        episodes[slot[i]] = episode
+        if on_episode is not None:
+            on_episode(episode)
+    elif item["kind"] == "calls":
+        calls.extend(LLMCall.model_validate(c) for c in item["data"])
+    else:
+        raise RuntimeError(f"a Ray simulation worker failed: {item['data']}")
 
 
 def settings_payload(settings: LLMSettings) -> dict[str, Any]:
