@@ -259,10 +259,12 @@ def filter_tasks(
     judging: Judging,
 ) -> dict[str, int]:
     """Task verdicts through the quality gates of ``scoring/gates.py``: gold replay succeeds and
-    is deterministic, gold scores 1, doing nothing and a perturbed call score 0, episodes were
-    scored, an unsolved task is not a task defect by the LLM review (the ``judge`` role, when
-    ``judging`` is on; off, unsolved tasks are kept and say they were not reviewed), and no
-    near duplicate of a task kept before it. Every rejection is stored with its reasons."""
+    is deterministic, gold scores 1 (with its free text paraphrased too), doing nothing and a
+    perturbed call score 0, episodes were scored, an unsolved task is not a task defect by the
+    LLM review (the ``judge`` role, when ``judging`` is on; a verdict whose evidence does not
+    check out is ``unsure`` and keeps the task, flagged; off, unsolved tasks are kept and say
+    they were not reviewed), and no near duplicate of a task kept before it. Every rejection is
+    stored with its reasons."""
     by_task = _score_tally(lake, run_id, domain)
     found = {t: _gate_inputs(domain, t, by_task.get(t, {})) for t in task_ids}
     unsolved = [t for t, g in found.items() if _unsolved(g)]
