@@ -157,46 +157,60 @@ def test_without_a_review_endpoint_unsolved_tasks_are_kept_and_say_so(
     assert lake.read("llm_calls").filter(pl.col("role") == "judge").collect().height == 0
 
 
-def test_a_task_whose_gold_action_fails_is_rejected_at_gold_replay(
-    toy_copy: Path, tmp_path: Path
-) -> None:
-    """The funnel's first row counts it: the gate reads ``ReplayResult.ok``, not error text."""
-    line = {
-        "id": "toy_cancel_shipped",
+def _cancel_task(task_id: str, order_id: str, compare: list[str] | None = None) -> str:
+    action: dict[str, object] = {
+        "action_id": "a1",
+        "name": "cancel_order",
+        "arguments": {"order_id": order_id, "reason": "plans changed"},
+    }
+    if compare is not None:
+        action["compare_args"] = compare
+    task = {
+        "id": task_id,
         "user_scenario": {
             "instructions": {
                 "domain": "toy",
-                "reason_for_call": "You want order O2 cancelled.",
+                "reason_for_call": f"You want order {order_id} cancelled.",
                 "task_instructions": "Ask for it.",
             }
         },
-        "evaluation_criteria": {
-            "actions": [
-                {"action_id": "a1", "name": "cancel_order", "arguments": {"order_id": "O2"}}
-            ],
-            "reward_basis": ["DB", "ACTION"],
-        },
+        "evaluation_criteria": {"actions": [action], "reward_basis": ["DB", "ACTION"]},
     }
+    return json.dumps(task) + "\n"
+
+
+def test_gold_replay_and_the_paraphrased_yardstick_gate_on_typed_results(
+    toy_copy: Path, tmp_path: Path
+) -> None:
+    """A task whose gold action fails is counted at the funnel's first row (the gate reads
+    ``ReplayResult.ok``, not error text); one that leaves the order id uncompared fails the
+    paraphrased yardstick's gate."""
     with (toy_copy / "tasks.jsonl").open("a") as f:
-        f.write(json.dumps(line) + "\n")
-    domain = load_domain(toy_copy, check_gold=False)  # the loader would refuse it
+        f.write(_cancel_task("toy_cancel_shipped", "O2"))  # O2 has shipped: cannot be cancelled
+        f.write(_cancel_task("toy_cancel_any", "O1", compare=["reason"]))
+    domain = load_domain(toy_copy, check_gold=False)  # the loader would refuse the first
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
     ids = [t.id for t in domain.tasks]
 
     stages.filter_tasks(lake, "r1", domain, ids)
 
     rows = {r["task_id"]: r for r in lake.read("task_verdicts").collect().to_dicts()}
-    shipped = rows["toy_cancel_shipped"]
+    shipped = rows.pop("toy_cancel_shipped")
     assert shipped["rejected_at"] == "gold_replay" and not shipped["gold_replay_ok"]
     assert any(
         r.startswith("gold action a1 (cancel_order) failed: Error: order O2 is shipped")
         for r in shipped["reasons"]
     ), shipped["reasons"]
-    # The others replay fine; with no episode they stop at the simulated gate.
-    assert {r["rejected_at"] for t, r in rows.items() if t != "toy_cancel_shipped"} == {"simulated"}
+    loose = rows.pop("toy_cancel_any")
+    assert loose["gold_replay_ok"] and loose["gold_scores_one"]
+    assert loose["rejected_at"] == "paraphrased_scores_one"
+    assert any("uncompared text reworded scores 0" in r for r in loose["reasons"])
+    # The others pass every yardstick; with no episode they stop at the simulated gate.
+    assert {r["rejected_at"] for r in rows.values()} == {"simulated"}
     funnel = build_report(lake, "r1", fast_settings()).funnel
     assert funnel[:2] == [
-        {"stage": "tasks in scope", "tasks": 4},
-        {"stage": "gold replay succeeds", "tasks": 3},
+        {"stage": "tasks in scope", "tasks": 5},
+        {"stage": "gold replay succeeds", "tasks": 4},
     ]
-    assert {r["stage"]: r["tasks"] for r in funnel}["gold scores 1"] == 3
+    counts = {r["stage"]: r["tasks"] for r in funnel}
+    assert counts["gold scores 1"] == 4 and counts["gold with free text reworded scores 1"] == 3
