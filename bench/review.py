@@ -64,7 +64,11 @@ async def review_all(
             except ReviewError as exc:
                 row = {"cause": "review_failed", "claimed": None, "reason": str(exc)}
             row |= {"task": task.id, "s": round(time.perf_counter() - t0, 1)}
-            print(f"{task.id}: {row['cause']} (said {row['claimed']}) {row['s']} s", flush=True)
+            print(
+                f"{task.id}: {row['cause']} (said {row['claimed']}) {row['s']} s:"
+                f" {row['reason'][:300]}",
+                flush=True,
+            )
             rows.append(row)
     return rows
 
