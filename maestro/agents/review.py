@@ -4,12 +4,13 @@
 
 A verdict must carry evidence the code can check, since a small reviewer guesses: a quote from
 the policy, the task or a transcript that exists there (whitespace, case and quote marks
-normalised), and the expected tool call or assertion it is about, by its label. A verdict whose
-quote is not there or whose label names nothing is ``unsure``: the task is kept and flagged.
+normalised), and the label of the expected tool call or assertion it is about. A verdict whose
+quote is not there is ``unsure``: the task is kept and flagged.
 
-The answer is one JSON object; its JSON Schema is sent as ``response_format`` and is the one
-source of the shape the prompt states and the parser accepts. Malformed answers are retried a
-bounded number of times, then the review raises :class:`ReviewError`, which the filter records as
+The answer is one JSON object; its JSON Schema (:func:`review_schema`, the task's labels as the
+choices for ``about``) is sent as ``response_format`` and is the one source of the shape the
+prompt states and the parser accepts. Malformed answers go back to the model with the reason, a
+bounded number of times; then the review raises :class:`ReviewError`, which the filter records as
 such (never a silent verdict).
 """
 
@@ -37,22 +38,30 @@ POLICY_CHARS = 6000
 #: A quote shorter than this many words proves nothing ("the", "cancel it").
 MIN_QUOTE_WORDS = 4
 
-REVIEW_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "cause": {"type": "string", "enum": list(CAUSES)},
-        "reason": {"type": "string", "minLength": 1},
-        "evidence": {"type": "string", "minLength": 1},
-        "about": {"type": "string", "minLength": 1},
-    },
-    "required": ["cause", "reason", "evidence", "about"],
-    "additionalProperties": False,
-}
 
-RESPONSE_FORMAT: dict[str, Any] = {
-    "type": "json_schema",
-    "json_schema": {"name": "task_review", "schema": REVIEW_SCHEMA, "strict": True},
-}
+def review_schema(labels: Sequence[str]) -> dict[str, Any]:
+    """The answer's JSON Schema for a task whose actions and assertions carry ``labels``."""
+    return {
+        "type": "object",
+        "properties": {
+            "cause": {"type": "string", "enum": list(CAUSES)},
+            "reason": {"type": "string", "minLength": 1},
+            "evidence": {"type": "string", "minLength": 1},
+            "about": {"type": "string", "enum": list(labels)},
+        },
+        "required": ["cause", "reason", "evidence", "about"],
+        "additionalProperties": False,
+    }
+
+
+def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``response_format`` asking for JSON valid against ``schema`` (OpenAI's structured
+    outputs; vLLM, SGLang, llama.cpp's server and the embedded model accept it too)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "task_review", "schema": schema, "strict": True},
+    }
+
 
 REVIEW_PROMPT = """A customer-service task was given to an AI agent several times and it never
 succeeded. Decide why, from the transcripts.
@@ -123,18 +132,23 @@ class Review:
         return f'{self.reason} (about {self.about}; evidence: "{self.evidence}")'
 
 
-def schema_shape() -> str:
-    """The answer's shape as the prompt states it, written from :data:`REVIEW_SCHEMA`."""
-    causes = " | ".join(json.dumps(c) for c in CAUSES)
-    return (
-        f'{{"cause": {causes}, "reason": "one or two sentences", '
-        '"evidence": "a quote", "about": "a label"}'
-    )
+def schema_shape(schema: dict[str, Any]) -> str:
+    """The answer's shape as the prompt states it, written from the schema: each choice of an
+    enum, a placeholder for each free string."""
+    placeholders = {"reason": "one or two sentences", "evidence": "a quote"}
+    parts = []
+    for key, spec in schema["properties"].items():
+        if "enum" in spec:
+            value = " | ".join(json.dumps(c) for c in spec["enum"])
+        else:
+            value = json.dumps(placeholders.get(key, "text"))
+        parts.append(f"{json.dumps(key)}: {value}")
+    return "{" + ", ".join(parts) + "}"
 
 
-def parse_review(text: str | None) -> ReviewAnswer:
-    """The answer in a model's reply, checked against :data:`REVIEW_SCHEMA`; ValueError saying
-    what is wrong with it."""
+def parse_review(text: str | None, schema: dict[str, Any]) -> ReviewAnswer:
+    """The answer in a model's reply, checked against ``schema`` (see :func:`review_schema`);
+    ValueError saying what is wrong with it."""
     if not text or not text.strip():
         raise ValueError("empty answer")
     match = _JSON_BLOCK.search(text)
@@ -146,18 +160,20 @@ def parse_review(text: str | None) -> ReviewAnswer:
         raise ValueError(f"invalid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise ValueError("the answer is not a JSON object")
-    props = REVIEW_SCHEMA["properties"]
+    props = schema["properties"]
     extra = sorted(set(data) - set(props))
     if extra:
         raise ValueError(f"unexpected key(s) {extra}; the keys are {list(props)}")
-    missing = [k for k in REVIEW_SCHEMA["required"] if k not in data]
+    missing = [k for k in schema["required"] if k not in data]
     if missing:
         raise ValueError(f"missing key(s) {missing}")
-    if data["cause"] not in CAUSES:
-        raise ValueError(f"cause must be one of {list(CAUSES)}, not {data['cause']!r}")
-    for key in ("reason", "evidence", "about"):
+    for key, spec in props.items():
+        value = data[key]
+        if "enum" in spec:
+            if value not in spec["enum"]:
+                raise ValueError(f"{key} must be one of {spec['enum']}, not {value!r}")
         # Exactly the schema's rule (a blank quote is then found nowhere: ``unsure``).
-        if not isinstance(data[key], str) or not data[key]:
+        elif not isinstance(value, str) or not value:
             raise ValueError(f"{key} must be a non-empty string")
     return ReviewAnswer(
         cause=cast(ReviewerCause, data["cause"]),
@@ -209,6 +225,10 @@ class ReviewCase:
         texts = [*crit.nl_assertions, *crit.communicate_info]
         return {f"A{i}": t for i, t in enumerate(texts, start=1)}
 
+    @property
+    def schema(self) -> dict[str, Any]:
+        return review_schema([*self.actions, *self.assertions])
+
     def sources(self) -> list[str]:
         """Every text a quote may come from, as shown."""
         ins = self.task.user_scenario.instructions
@@ -221,21 +241,6 @@ class ReviewCase:
             *self.assertions.values(),
             *(t[:TRANSCRIPT_CHARS] for t in self.transcripts),
         ]
-
-    def names(self, about: str) -> str | None:
-        """The action or assertion ``about`` names (by label, tool name or full text), or None."""
-        said = _normal(about).strip(" \"'.")
-        for label, action in self.actions.items():
-            if said in (label.casefold(), action.name.casefold()) or re.search(
-                rf"\b{re.escape(label.casefold())}\b", said
-            ):
-                return label
-        for label, text in self.assertions.items():
-            if said == _normal(text).rstrip(".") or re.search(
-                rf"\b{re.escape(label.casefold())}\b", said
-            ):
-                return label
-        return None
 
     def prompt(self) -> str:
         crit = self.task.evaluation_criteria
@@ -253,26 +258,20 @@ class ReviewCase:
             forbidden="\n".join(banned) or "none",
             assertions="\n".join(f"{k}: {v}" for k, v in self.assertions.items()) or "none",
             transcripts=shown or "(none)",
-            shape=schema_shape(),
+            shape=schema_shape(self.schema),
             action_labels=", ".join(self.actions) or "none",
             assertion_labels=", ".join(self.assertions) or "none",
         )
 
     def check(self, answer: ReviewAnswer) -> Review:
-        """The answer as a review: its cause when the quote exists and the label names an
-        action or assertion of the task; otherwise ``unsure``, saying which check failed."""
-        problems = []
-        if not quoted_in(answer.evidence, self.sources()):
-            problems.append(
-                "its evidence is not quoted word for word from the policy, the task or the"
-                f" transcripts (or is under {MIN_QUOTE_WORDS} words)"
-            )
-        if self.names(answer.about) is None:
-            problems.append(f"{answer.about!r} names no expected action or assertion")
-        if not problems:
+        """A parsed answer (its label already one of the task's: see :func:`parse_review`) as
+        a review: its cause when the quote exists, else ``unsure``, saying why."""
+        if quoted_in(answer.evidence, self.sources()):
             return Review(answer.cause, answer.reason, answer.cause, answer.evidence, answer.about)
-        reason = f"the reviewer said {answer.cause} ({answer.reason}), but " + " and ".join(
-            problems
+        reason = (
+            f"the reviewer said {answer.cause} ({answer.reason}), but its evidence is not quoted"
+            " word for word from the policy, the task or the transcripts (or is under"
+            f" {MIN_QUOTE_WORDS} words)"
         )
         return Review("unsure", reason, answer.cause, answer.evidence, answer.about)
 
@@ -297,17 +296,18 @@ async def review_failures(
     """Classify why no episode solved ``task``, from (some of) its failed transcripts; the
     verdict is ``unsure`` when its evidence does not check out."""
     case = ReviewCase(policy, task, tuple(transcripts))
+    schema = case.schema
     messages: list[dict[str, Any]] = [{"role": "user", "content": case.prompt()}]
     problems = []
     for attempt in range(attempts):
         try:
             out = await client.complete(
-                messages, episode=episode, seed=attempt, response_format=RESPONSE_FORMAT
+                messages, episode=episode, seed=attempt, response_format=response_format(schema)
             )
         except ProviderError as exc:
             raise ReviewError(f"review endpoint failed: {exc}") from None
         try:
-            return case.check(parse_review(out.message.content))
+            return case.check(parse_review(out.message.content, schema))
         except ValueError as exc:
             problems.append(f"attempt {attempt + 1}: {exc}")
             # The refused answer goes back to its author with the reason.

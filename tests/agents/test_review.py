@@ -16,8 +16,6 @@ from maestro.agents.client import Endpoints
 from maestro.agents.review import (
     CAUSES,
     MIN_QUOTE_WORDS,
-    RESPONSE_FORMAT,
-    REVIEW_SCHEMA,
     Review,
     ReviewAnswer,
     ReviewCase,
@@ -25,6 +23,7 @@ from maestro.agents.review import (
     parse_review,
     quoted_in,
     review_failures,
+    review_schema,
     schema_shape,
 )
 from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
@@ -45,28 +44,34 @@ def answer(**kw: str) -> dict[str, str]:
 
 # ----- the contract: prompt, schema, parser ------------------------------------------------------
 
+#: The toy's cancel task: one expected call (a1) and one assertion (A1).
+LABELS = ["a1", "A1"]
+SCHEMA = review_schema(LABELS)
+
 
 def test_the_prompt_states_the_shape_the_schema_defines(toy: Domain) -> None:
     case = ReviewCase(toy.policy, toy.task("toy_cancel"), ("a transcript",))
+    assert case.schema == SCHEMA
     prompt = case.prompt()
-    assert schema_shape() in prompt
-    for key in REVIEW_SCHEMA["required"]:
-        assert f'"{key}"' in schema_shape()
+    shape = schema_shape(SCHEMA)
+    assert shape in prompt
+    assert shape == (
+        '{"cause": "task_defect" | "user_simulator_error" | "assistant_failure", '
+        '"reason": "one or two sentences", "evidence": "a quote", "about": "a1" | "A1"}'
+    )
     for cause in CAUSES:
-        assert f'"{cause}"' in schema_shape() and f'- "{cause}"' in prompt
-    assert REVIEW_SCHEMA["properties"]["cause"]["enum"] == list(CAUSES)
-    assert RESPONSE_FORMAT["json_schema"]["schema"] is REVIEW_SCHEMA
+        assert f'- "{cause}"' in prompt  # each choice is explained
     assert "a1: cancel_order" in prompt and "A1: The assistant confirms" in prompt
 
 
 @pytest.mark.parametrize(
-    ("cause", "wrapping"),
-    list(itertools.product(CAUSES, ["{}", "```json\n{}\n```", "Here it is:\n{}\nThanks."])),
+    ("cause", "about", "wrapping"),
+    list(itertools.product(CAUSES, LABELS, ["{}", "```json\n{}\n```", "Here it is:\n{}\nThanks."])),
 )
-def test_every_shape_the_prompt_states_is_accepted(cause: str, wrapping: str) -> None:
-    data = answer(cause=cause)
-    jsonschema.validate(data, REVIEW_SCHEMA)  # what the schema allows ...
-    parsed = parse_review(wrapping.replace("{}", json.dumps(data)))  # ... the parser takes
+def test_every_shape_the_prompt_states_is_accepted(cause: str, about: str, wrapping: str) -> None:
+    data = answer(cause=cause, about=about)
+    jsonschema.validate(data, SCHEMA)  # what the schema allows ...
+    parsed = parse_review(wrapping.replace("{}", json.dumps(data)), SCHEMA)  # ... the parser takes
     assert parsed == ReviewAnswer(**data)  # type: ignore[arg-type]
 
 
@@ -76,7 +81,9 @@ def test_every_shape_the_prompt_states_is_accepted(cause: str, wrapping: str) ->
         ({k: v for k, v in answer().items() if k != "evidence"}, "missing key(s) ['evidence']"),
         ({**answer(), "confidence": "high"}, "unexpected key(s) ['confidence']"),
         (answer(cause="bad_luck"), "cause must be one of"),
-        (answer(about=""), "about must be a non-empty string"),
+        (answer(about="a label"), "about must be one of ['a1', 'A1'], not 'a label'"),
+        (answer(about="cancel_order"), "about must be one of"),
+        (answer(evidence=""), "evidence must be a non-empty string"),
         ({**answer(), "reason": 3}, "reason must be a non-empty string"),
     ],
 )
@@ -84,9 +91,9 @@ def test_what_the_schema_refuses_the_parser_refuses_and_says_why(
     data: dict[str, Any], problem: str
 ) -> None:
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(data, REVIEW_SCHEMA)
+        jsonschema.validate(data, SCHEMA)
     with pytest.raises(ValueError, match=re.escape(problem)):
-        parse_review(json.dumps(data))
+        parse_review(json.dumps(data), SCHEMA)
 
 
 # ----- evidence -----------------------------------------------------------------------------------
@@ -125,10 +132,8 @@ def _case(toy: Domain, task_id: str = "toy_cancel") -> ReviewCase:
     return ReviewCase(toy.policy, task, (null_trajectory(toy, task).transcript(),))
 
 
-@pytest.mark.parametrize(
-    "about", ["a1", "A1", "cancel_order", "action a1", "The assistant confirms the cancellation."]
-)
-def test_a_verdict_with_real_evidence_about_a_real_action_stands(toy: Domain, about: str) -> None:
+@pytest.mark.parametrize("about", LABELS)
+def test_a_verdict_with_real_evidence_stands(toy: Domain, about: str) -> None:
     review = _case(toy).check(ReviewAnswer(**answer(about=about)))  # type: ignore[arg-type]
     assert review.cause == review.claimed == "assistant_failure"
     assert "evidence:" in review.summary()
@@ -139,8 +144,7 @@ def test_a_verdict_with_real_evidence_about_a_real_action_stands(toy: Domain, ab
     [
         ({"evidence": "The policy forbids cancelling orders over the phone."}, "not quoted"),
         ({"evidence": "   "}, "not quoted"),  # the schema allows it; it proves nothing
-        ({"about": "a7"}, "'a7' names no expected action or assertion"),
-        ({"about": "place_order"}, "names no expected action"),
+        ({"evidence": "help you today"}, "under 4 words"),
     ],
 )
 def test_a_verdict_without_checkable_evidence_is_unsure(
@@ -189,7 +193,10 @@ def test_the_review_sends_its_schema_and_hands_a_refused_answer_back(toy: Domain
         first, second = (body for _, _, body in server.model.requests)
     assert review.cause == "unsure" and review.claimed == "task_defect"
     for body in (first, second):
-        assert body["response_format"] == RESPONSE_FORMAT
+        assert body["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {"name": "task_review", "schema": SCHEMA, "strict": True},
+        }
     assert second["messages"][1] == {"role": "assistant", "content": "no idea"}
     assert "That answer was refused: no JSON object" in second["messages"][2]["content"]
 

@@ -73,7 +73,7 @@ def test_review_rejects_task_defects_and_duplicates_are_removed(
     scripted.script(
         "toy/toy_cancel_again/review",
         "judge",
-        [review("assistant_failure", "no tool call", GREETED, "cancel_order")],
+        [review("assistant_failure", "no tool call", GREETED)],
     )
 
     judging = Judging.by(fast_settings(base_url=scripted.base_url))
