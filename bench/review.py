@@ -35,16 +35,27 @@ def transcripts(domain: Domain, task: Task) -> list[str]:
     return [t.transcript() for t in failed if t is not None]
 
 
+def _spread(items: list[list[Task]]) -> list[Task]:
+    """One from each list in turn, until all are used."""
+    return [x for row in zip_longest(*items) for x in row if x is not None]
+
+
 def sample(domains: list[Domain], n: int | None) -> list[tuple[Domain, Task]]:
-    """Every task, or ``n`` taken in turn from each (domain, category) group; grouped by domain."""
+    """Every task, or ``n`` of them: the domains in turn, each going through its categories in
+    turn; grouped by domain again (so a domain's policy prefix stays cached)."""
     if n is None:
         return [(d, t) for d in domains for t in d.tasks]
-    groups: dict[tuple[str, str | None], list[tuple[Domain, Task]]] = {}
-    for d in domains:
+    by_domain: list[list[tuple[Domain, Task]]] = []
+    per_domain = -(-n // max(1, len(domains)))
+    for i, d in enumerate(domains):
+        groups: dict[str | None, list[Task]] = {}
         for t in d.tasks:
-            groups.setdefault((d.id, t.category), []).append((d, t))
-    spread = [x for row in zip_longest(*groups.values()) for x in row if x is not None]
-    picked = spread[:n]
+            groups.setdefault(t.category, []).append(t)
+        # Each domain starts where the last left off, so a small sample still spans categories.
+        shift = (i * per_domain) % max(1, len(groups))
+        lists = list(groups.values())
+        by_domain.append([(d, t) for t in _spread(lists[shift:] + lists[:shift])])
+    picked = [x for row in zip_longest(*by_domain) for x in row if x is not None][:n]
     return sorted(picked, key=lambda dt: (dt[0].id, dt[1].id))
 
 
