@@ -31,7 +31,7 @@ customer to a human agent by calling the tool `{TRANSFER_TOOL}`."""
 
 
 def assistant_system_prompt(domain: Domain) -> str:
-    """The assistant's system prompt for a domain: the one serving and training both use."""
+    """The assistant's system prompt for a domain: served in episodes, trained on in datasets."""
     m = domain.manifest
     today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
     transfer = TRANSFER_SENTENCE if TRANSFER_TOOL in domain.toolkit.specs else ""
@@ -62,15 +62,6 @@ Rules:
   you to someone else). Never send it before the agent has answered your request."""
 
 OPENING = "Hi! Thanks for contacting us. How can I help you today?"
-
-
-def assistant_system_prompt(domain: Domain) -> str:
-    """The assistant's system prompt for a domain: served in episodes, trained on in datasets."""
-    m = domain.manifest
-    today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
-    return ASSISTANT_PREAMBLE.format(
-        name=m.name, description=m.description, today=today, policy=domain.policy
-    )
 
 
 class Assistant:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -383,7 +383,7 @@ def _stored_reviews(
         fields=["task_id", "review_cause", "review_reason"],
     )
     return {
-        r.task_id: (cast(gates.ReviewCause, r.review_cause), r.review_reason or "")
+        r.task_id: (r.review_cause, r.review_reason or "")
         for r in rows
         if r.review_cause in gates.REVIEWED
     }
