@@ -14,7 +14,7 @@ from maestro.agents.roles import (
 from maestro.agents.scripted_server import Reply, ScriptedServer, ServerConfig
 from maestro.conversation import STOP, TRANSFER
 from maestro.domains import Domain, load_domain
-from maestro.training.datasets import system_prompt
+from maestro.training.datasets import conversation
 from tests.simulation.test_episode import EP, play
 
 TRANSFER_TOOL_CODE = f'''
@@ -42,11 +42,13 @@ def test_the_assistant_hears_of_a_transfer_tool_only_when_the_domain_has_one(
     assert f"calling the tool `{TRANSFER_TOOL}`." in prompt and "if it exists" not in prompt
     # Training data and serving see the same prompt.
     for domain in (toy, with_transfer):
+        trained = conversation(domain, [])[0]
+        assert trained["role"] == "system"
         assert (
-            system_prompt(domain)
-            == Assistant(None, domain).system
+            trained["content"]
+            == Assistant(None, domain).system  # type: ignore[arg-type]
             == assistant_system_prompt(domain)
-        )  # type: ignore[arg-type]
+        )
 
 
 def test_the_user_simulator_sends_one_system_prompt_from_the_first_request_on(

@@ -41,7 +41,14 @@ class Reviewing(ScriptedModel):
     def answer(self, episode: str, role: str, body: dict[str, Any]) -> Reply:
         if episode.endswith("/review"):
             self.stats.calls[role] += 1
-            verdict = {"cause": "assistant_failure", "reason": "the agent only greeted"}
+            # About the first label the verdict's schema offers, quoting the greeting.
+            schema = body["response_format"]["json_schema"]["schema"]
+            verdict = {
+                "cause": "assistant_failure",
+                "reason": "the agent only greeted",
+                "evidence": "Hello! How can I help you today?",
+                "about": schema["properties"]["about"]["enum"][0],
+            }
             return Reply(content=json.dumps(verdict))
         return super().answer(episode, role, body)
 
