@@ -23,7 +23,7 @@ from typing import Any
 
 from maestro.agents.client import Endpoints
 from maestro.agents.review import ReviewError, review_failures
-from maestro.agents.settings import LLMSettings
+from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains import Domain, Task, library_ids, library_path, load_domain
 from maestro.flows.endpoints import model_endpoints, model_name
 from maestro.simulation import null_trajectory, perturbed_trajectory
@@ -60,11 +60,11 @@ def sample(domains: list[Domain], n: int | None) -> list[tuple[Domain, Task]]:
 
 
 async def review_all(
-    settings: LLMSettings, url: str, tasks: list[tuple[Domain, Task]]
+    settings: LLMSettings, tasks: list[tuple[Domain, Task]]
 ) -> list[dict[str, Any]]:
     rows = []
     async with Endpoints() as endpoints:
-        client = endpoints.client("judge", settings.judge, url)
+        client = endpoints.client("judge", settings.judge)
         for domain, task in tasks:
             t0 = time.perf_counter()
             try:
@@ -93,8 +93,8 @@ def main() -> None:
     domains = [load_domain(library_path(i)) for i in library_ids()]
     tasks = sample(domains, args.sample)
     started = time.perf_counter()
-    with model_endpoints(LLMSettings(), args.run_dir) as (settings, urls):
-        rows = asyncio.run(review_all(settings, urls["judge"], tasks))
+    with model_endpoints(load_llm_settings(), ["judge"], args.run_dir) as settings:
+        rows = asyncio.run(review_all(settings, tasks))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
     causes = Counter(r["cause"] for r in rows)
