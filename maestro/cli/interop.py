@@ -128,17 +128,20 @@ def annotate_export(
     run_id: str | None = typer.Option(None, help="Only episodes scored by this run."),
 ) -> None:
     """Sample judged NL assertions into a CSV and an offline HTML page (verdicts hidden)."""
-    from maestro.flows.annotate import AnnotationError, export_sample
+    from maestro.cli.prefect_api import flows_api
     from maestro.settings import RunSettings
-    from maestro.storage import Lake
 
-    try:
-        sheet = export_sample(
-            Lake(), out or RunSettings().annotation, n=n, seed=seed, run_id=run_id
-        )
-    except AnnotationError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+    target = out or RunSettings().annotation
+    with flows_api() as prefect_ready:
+        from maestro.flows.annotate import AnnotationError
+        from maestro.flows.commands import annotate_export_flow
+
+        prefect_ready()
+        try:
+            sheet = annotate_export_flow(str(target), n, seed, run_id)
+        except AnnotationError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
     typer.echo(f"{sheet.items} assertions in batch {sheet.batch_id}")
     typer.echo(f"page: {sheet.html_path}")
     typer.echo(f"csv:  {sheet.csv_path}")
@@ -151,15 +154,27 @@ def annotate_import(
     run_id: str = typer.Option("annotation", help="Run id stamped on the rows."),
 ) -> None:
     """Read an annotator's labels into the annotations table (re-importing updates them)."""
+    from maestro.cli.prefect_api import flows_api
     from maestro.flows.annotate import AnnotationError
-    from maestro.flows.annotations import import_labels
-    from maestro.storage import Lake
+    from maestro.flows.annotations import read_labels
 
+    # The sheet is read once before any server starts: a bad sheet is an input error, at once.
     try:
-        result = import_labels(Lake(), file, annotator, run_id)
-    except AnnotationError as exc:  # the sheet or the names given: input errors
+        if not annotator.strip():
+            raise AnnotationError("the annotator needs a name")
+        read_labels(file, annotator)
+    except AnnotationError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    with flows_api() as prefect_ready:
+        from maestro.flows.commands import annotate_import_flow
+
+        prefect_ready()
+        try:
+            result = annotate_import_flow(str(file), annotator, run_id)
+        except AnnotationError as exc:  # items the lake does not hold: input errors too
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     typer.echo(
         f"{result.labelled} labels by {annotator} ({result.inserted} new, {result.updated} "
         f"updated); {result.skipped} left blank or unsure"

@@ -1,6 +1,6 @@
 """The Prefect flows behind the commands that do one piece of work outside the nightly:
-``maestro simulate`` (with its progress in the UI) and ``maestro synthesize`` (one brief, or its
-resumption). Each flow composes one or two tasks, each task one call into the library, so these
+``maestro simulate`` (with its progress in the UI), ``maestro synthesize`` (one brief, or its
+resumption) and ``maestro annotate export/import`` (they read and write the lake). Each flow composes one or two tasks, each task one call into the library, so these
 commands show in the project's Prefect UI next to the nightly runs.
 
 Flows take paths and plain values, not loaded objects: Prefect stores a flow's parameters.
@@ -17,6 +17,8 @@ from prefect.cache_policies import NONE
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
 from maestro.agents.settings import load_llm_settings
 from maestro.domains import load_domain
+from maestro.flows.annotate import AnnotationSheet, export_sample
+from maestro.flows.annotations import ImportResult, import_labels
 from maestro.flows.endpoints import CODEGEN, model_endpoints
 from maestro.flows.progress import EpisodeProgress, progress_key
 from maestro.flows.simulate import SimulationReport, simulate_domain
@@ -102,3 +104,19 @@ def synthesize_flow(
 
 def _lake(root: str) -> Lake:
     return Lake(LakeSettings(root=root) if root else None)
+
+
+@flow(name="maestro-annotate-export")
+def annotate_export_flow(
+    out: str, n: int, seed: int, run_id: str | None, lake_root: str = ""
+) -> AnnotationSheet:
+    """Sample ``n`` judged NL assertions into an annotation sheet (CSV and page) in ``out``."""
+    return export_sample(_lake(lake_root), Path(out), n=n, seed=seed, run_id=run_id)
+
+
+@flow(name="maestro-annotate-import")
+def annotate_import_flow(
+    file: str, annotator: str, run_id: str, lake_root: str = ""
+) -> ImportResult:
+    """An annotator's labelled sheet into ``annotations`` (re-importing updates)."""
+    return import_labels(_lake(lake_root), Path(file), annotator, run_id)

@@ -193,16 +193,19 @@ def test_cli_export_import_agreement(hotel: Domain, tmp_path: Path) -> None:
 
     out = run("annotate", "export", "--out", str(tmp_path / "sheet"), "-n", "4")
     assert out.returncode == 0, out.stderr
+    assert "Prefect UI for this run" in out.stderr  # a flow on the project's Prefect API
     csv_path = next((tmp_path / "sheet").glob("*.csv"))
     ids = [r["item_id"] for r in csv.DictReader(csv_path.open())]
     label_sheet(csv_path, tmp_path / "me.csv", dict.fromkeys(ids, "met"))
     imported = run("annotate", "import", str(tmp_path / "me.csv"), "--annotator", "me")
     assert imported.returncode == 0 and "4 labels by me" in imported.stdout, imported.stderr
+    assert "Prefect UI for this run" in imported.stderr
     report = run("annotate", "agreement", "--json", "--resamples", "200")
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["overall"]["items"] == 4
     bad = run("annotate", "import", str(tmp_path / "nope.csv"), "--annotator", "me")
     assert bad.returncode == 2 and "nope.csv: cannot read" in bad.stderr
+    assert "Prefect" not in bad.stderr  # refused before any server starts
 
 
 def test_assertions_come_from_the_version_the_episode_ran_on(hotel: Domain, tmp_path: Path) -> None:
