@@ -18,27 +18,32 @@ The tests run wherever the given domain runs its tools: the synthesis passes a s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Adjust, Blueprint, Condition, FieldType, Operation
-from maestro.agents.codegen.conditions import (
-    HOUR_TESTS,
-    Address,
-    ParamRef,
-    Target,
-    argument_value,
-    date_edge,
-    holds,
-    record_params,
-    resolve,
-)
+from maestro.agents.codegen.conditions import Getter, Target, all_hold, read, record_params, resolve
 from maestro.agents.codegen.data import Database, JSONRecord
+from maestro.agents.codegen.fixtures import (
+    Fixture,
+    FixtureError,
+    base_fixture,
+    break_value,
+    grouped,
+    meeting,
+    samples,
+    stored,
+)
+
+__all__ = ["FixtureError", "TestDerivationError", "ToolTest", "operation_tests", "untestable"]
 
 
-class FixtureError(ValueError):
-    """No records and arguments can meet an operation's preconditions (a blueprint problem)."""
+class TestDerivationError(RuntimeError):
+    """The derived tests contradict the operation's own checks: a fault of this module, not of
+    the blueprint or the model's code, found before any code is asked for."""
+
+    __test__ = False  # not a pytest class
 
 
 @dataclass(frozen=True)
@@ -68,193 +73,11 @@ class ToolTest:
     #: The table a successful call must add exactly one record to.
     creates: str | None = None
     creates_prefix: str = ""
-
-
-# ----- values that meet or break a condition -----------------------------------------------------
-
-
-def _stored(value: date | datetime) -> str:
-    return value.isoformat(timespec="seconds") if isinstance(value, datetime) else value.isoformat()
-
-
-def _edges(
-    cond: Condition, ftype: FieldType, args: dict[str, Any], clock: datetime, db: Database
-) -> tuple[list[Any], list[Any]]:
-    """Values that meet and values that break one condition, boundary values first."""
-    test = cond.test
-    value = argument_value(cond.value, args)
-    if test == "is_null":
-        return [None], _samples(ftype, clock, db)
-    if test == "not_null":
-        return _samples(ftype, clock, db), [None]
-    if test in ("in", "not_in", "equals"):
-        listed = value if isinstance(value, list) else [value]
-        others = [v for v in _samples(ftype, clock, db, avoid=listed) if v not in listed]
-        return (listed, others) if test != "not_in" else (others, listed)
-    if test in ("at_least", "at_most"):
-        if not isinstance(value, int | float):
-            return [], []
-        step = 1 if ftype.base == "int" else 0.01
-        edge: float = value
-        if ftype.base == "int":
-            edge = int(-(-value // 1)) if test == "at_least" else int(value // 1)
-        past = round(edge - step if test == "at_least" else edge + step, 2)
-        return [edge], [int(past) if ftype.base == "int" else past]
-    n = int(value) if isinstance(value, int | float) else 0
-    dt = ftype.base == "datetime"
-    edge_when = date_edge(test, n, clock, datetime_field=dt)
-    before = edge_when - (timedelta(minutes=30) if test in HOUR_TESTS else timedelta(days=1))
-    at, early = _stored(edge_when), _stored(before)
-    if test in ("within_last_days", "at_least_days_ahead", "at_least_hours_ahead"):
-        return [at], [early]
-    return [early], [at]
-
-
-def _samples(
-    ftype: FieldType, clock: datetime, db: Database, avoid: list[Any] | None = None
-) -> list[Any]:
-    """Ordinary values of a type (none of ``avoid``), for a condition's other side."""
-    avoid = avoid or []
-    if ftype.base == "enum":
-        return list(ftype.choices)
-    if ftype.base == "bool":
-        return [True, False]
-    if ftype.base == "int":
-        top = max([v for v in avoid if isinstance(v, int | float)], default=0)
-        return [2, int(top) + 1]
-    if ftype.base == "float":
-        top = max([v for v in avoid if isinstance(v, int | float)], default=0)
-        return [20.0, round(float(top) + 1, 2)]
-    if ftype.base == "date":
-        return [clock.date().isoformat(), (clock.date() + timedelta(days=3)).isoformat()]
-    if ftype.base == "datetime":
-        return [_stored(clock + timedelta(days=1)), _stored(clock + timedelta(days=3))]
-    if ftype.base == "ref":
-        return sorted(db.get(str(ftype.ref), {}))[:4]
-    return ["as agreed on the phone", "another value"]
-
-
-def _meet(
-    ftype: FieldType, conds: list[Condition], args: dict[str, Any], clock: datetime, db: Database
-) -> tuple[bool, Any]:
-    candidates: list[Any] = []
-    for c in conds:
-        candidates += _edges(c, ftype, args, clock, db)[0]
-    for c in conds:
-        candidates += _edges(c, ftype, args, clock, db)[1]
-    candidates += _samples(ftype, clock, db)
-    for v in candidates:
-        if all(holds(c, v, ftype, args, clock) for c in conds):
-            return True, v
-    return False, None
-
-
-def _break(
-    ftype: FieldType,
-    cond: Condition,
-    others: list[Condition],
-    args: dict[str, Any],
-    clock: datetime,
-    db: Database,
-) -> tuple[bool, Any]:
-    candidates = _edges(cond, ftype, args, clock, db)[1] + _samples(ftype, clock, db)
-    if ftype.nullable:
-        candidates.append(None)
-    for v in candidates:
-        if not holds(cond, v, ftype, args, clock) and all(
-            holds(c, v, ftype, args, clock) for c in others
-        ):
-            return True, v
-    return False, None
-
-
-# ----- fixtures ---------------------------------------------------------------------------------
-
-
-@dataclass
-class _Fixture:
-    """Arguments and the record fields prepared for one call."""
-
-    bp: Blueprint
-    op: Operation
-    db: Database
-    args: dict[str, Any]
-    setup: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-
-    def get(self, table: str, key: str) -> JSONRecord | None:
-        rec = self.db.get(table, {}).get(key)
-        if rec is None:
-            return None
-        return {**rec, **self.setup.get((table, key), {})}
-
-    def address(self, target: Target) -> Address:
-        """Where a target lives, pointing null references on the way at existing records."""
-        table, key = target.tables[0], self.args[target.root]
-        for hop, nxt in zip(target.hops, target.tables[1:], strict=True):
-            rec = self.get(table, key) or {}
-            ref = rec.get(hop)
-            if not isinstance(ref, str) or ref not in self.db.get(nxt, {}):
-                ref = sorted(self.db[nxt])[0]
-                self.setup.setdefault((table, key), {})[hop] = ref
-            table, key = nxt, ref
-        return Address(table, key, target.field)
-
-    def value(self, subject: Target | ParamRef) -> Any:
-        if isinstance(subject, ParamRef):
-            return self.args.get(subject.name)
-        where = self.address(subject)
-        return (self.get(where.table, where.key) or {}).get(where.field)
-
-    def put(self, subject: Target | ParamRef, value: Any) -> None:
-        if isinstance(subject, ParamRef):
-            self.args[subject.name] = value
-            return
-        where = self.address(subject)
-        self.setup.setdefault((where.table, where.key), {})[where.field] = value
-
-    def setup_tuple(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
-        return tuple((t, k, dict(f)) for (t, k), f in sorted(self.setup.items()))
-
-    def copy(self) -> _Fixture:
-        return _Fixture(
-            self.bp, self.op, self.db, dict(self.args), {a: dict(f) for a, f in self.setup.items()}
-        )
-
-
-def _grouped(
-    bp: Blueprint, op: Operation, conds: list[Condition]
-) -> list[tuple[Target | ParamRef, list[Condition]]]:
-    """Conditions by subject, parameters first (record conditions may compare with them)."""
-    groups: dict[str, tuple[Target | ParamRef, list[Condition]]] = {}
-    for c in conds:
-        subject = resolve(bp, op, c.check)
-        groups.setdefault(subject.text, (subject, []))[1].append(c)
-    return sorted(groups.values(), key=lambda g: not isinstance(g[0], ParamRef))
-
-
-def _base_fixture(bp: Blueprint, op: Operation, db: Database) -> _Fixture:
-    args: dict[str, Any] = {}
-    taken: dict[str, set[str]] = {}
-    for p, table in record_params(bp, op).items():
-        keys = [k for k in sorted(db.get(table, {})) if k not in taken.get(table, set())]
-        if not keys:
-            raise FixtureError(f"{op.name}: the table {table} has no record for {p}")
-        args[p] = keys[0]
-        taken.setdefault(table, set()).add(keys[0])
-    for p, ptype in op.param_types().items():
-        if p not in args:
-            args[p] = _samples(ptype, bp.clock, db)[0]
-    return _Fixture(bp, op, db, args)
-
-
-def _meeting(fx: _Fixture, conds: list[Condition]) -> _Fixture:
-    for subject, group in _grouped(fx.bp, fx.op, conds):
-        ok, value = _meet(subject.ftype, group, fx.args, fx.bp.clock, fx.db)
-        if not ok:
-            words = ", ".join(f"{c.test} {c.value!r}" for c in group)
-            raise FixtureError(f"{fx.op.name}: no value of {subject.text} meets {words} together")
-        fx.put(subject, value)
-    return fx
+    #: Checks that must hold on the prepared records besides the operation's own (an agent
+    #: rule's ``refuse_when``), for a call expected to succeed.
+    applies: tuple[Condition, ...] = ()
+    #: The check a call expected to fail breaks.
+    breaks: Condition | None = None
 
 
 # ----- the tests --------------------------------------------------------------------------------
@@ -276,7 +99,7 @@ def operation_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest
 
 def _read_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
     entity = bp.entity(op.table)
-    fx = _base_fixture(bp, op, db)
+    fx = base_fixture(bp, op, db)
     key = fx.args[entity.key]
     tests = [ToolTest(f"{op.name}: returns the record", op.name, fx.args, (), True, shows=(key,))]
     return tests + _unknown_key_tests(bp, op, fx)
@@ -372,14 +195,15 @@ def _list_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
 
 
 def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
-    base = _meeting(_base_fixture(bp, op, db), op.requires)
+    base = meeting(base_fixture(bp, op, db), op.requires)
     tests = [
         _success(bp, op, base, f"{op.name}: succeeds when every check passes (at its boundary)")
     ]
-    for subject, group in _grouped(bp, op, op.requires):
+    for subject, group in grouped(bp, op, op.requires):
         for cond in group:
-            others = [c for c in group if c is not cond]
-            ok, bad = _break(subject.ftype, cond, others, base.args, bp.clock, db)
+            # The checks met on the same value (by any path) must still hold when this breaks.
+            others = [c for c in base.placed.get(base.where(subject), group) if c is not cond]
+            ok, bad = break_value(subject.ftype, cond, others, base.args, bp.clock, db)
             if not ok:
                 continue
             fx = base.copy()
@@ -391,12 +215,13 @@ def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
                     fx.args,
                     fx.setup_tuple(),
                     False,
+                    breaks=cond,
                 )
             )
     tests += _unknown_key_tests(bp, op, base)
     for rule in bp.agent_rules_of(op.name):
         try:
-            fx = _meeting(base.copy(), op.requires + rule.refuse_when)
+            fx = meeting(base.copy(), op.requires + rule.refuse_when)
         except FixtureError:
             raise FixtureError(
                 f"{op.name}: the agent rule {rule.rule!r} can never apply to a call the tool "
@@ -408,12 +233,47 @@ def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
                 op,
                 fx,
                 f"{op.name}: still succeeds when the agent rule {rule.rule!r} applies (the agent refuses, not the tool)",
+                applies=tuple(rule.refuse_when),
             )
+        )
+    problems = contradictions(bp, op, db, tests)
+    if problems:
+        raise TestDerivationError(
+            f"{op.name}: the derived tests contradict the operation's checks (a fault of the "
+            "test derivation, not of the blueprint or the code): " + "; ".join(problems)
         )
     return tests
 
 
-def _unknown_key_tests(bp: Blueprint, op: Operation, fx: _Fixture) -> list[ToolTest]:
+def contradictions(bp: Blueprint, op: Operation, db: Database, tests: list[ToolTest]) -> list[str]:
+    """Derived tests whose prepared records do not mean what the test says, under the
+    blueprint's own evaluation (``conditions.py``): a call expected to succeed where a listed
+    check fails, or a "refuses when" call where the check it breaks holds."""
+    out = []
+    for t in tests:
+        get = _prepared(db, t.setup)
+        if t.expect_ok:
+            for cond in [*op.requires, *t.applies]:
+                if not all_hold(bp, op, [cond], t.arguments, get, bp.clock):
+                    value = read(bp, op, cond.check, t.arguments, get)
+                    out.append(f"{t.name!r} expects success but {cond.check} is {value!r}")
+        elif t.breaks is not None and all_hold(bp, op, [t.breaks], t.arguments, get, bp.clock):
+            out.append(f"{t.name!r} expects a refusal but {t.breaks.check} holds")
+    return out
+
+
+def _prepared(db: Database, setup: tuple[tuple[str, str, dict[str, Any]], ...]) -> Getter:
+    """The records as a test prepares them, to read conditions on."""
+    changed = {(table, key): fields for table, key, fields in setup}
+
+    def get(table: str, key: str) -> JSONRecord | None:
+        rec = db.get(table, {}).get(key)
+        return None if rec is None else {**rec, **changed.get((table, key), {})}
+
+    return get
+
+
+def _unknown_key_tests(bp: Blueprint, op: Operation, fx: Fixture) -> list[ToolTest]:
     out = []
     for p, table in record_params(bp, op).items():
         missing = f"{bp.entity(table).prefix}0000"
@@ -429,7 +289,9 @@ def _unknown_key_tests(bp: Blueprint, op: Operation, fx: _Fixture) -> list[ToolT
     return out
 
 
-def _success(bp: Blueprint, op: Operation, fx: _Fixture, name: str) -> ToolTest:
+def _success(
+    bp: Blueprint, op: Operation, fx: Fixture, name: str, applies: tuple[Condition, ...] = ()
+) -> ToolTest:
     entity = bp.entity(op.table)
     expect: list[Expect] = []
     for target_text, value in op.sets.items():
@@ -452,10 +314,11 @@ def _success(bp: Blueprint, op: Operation, fx: _Fixture, name: str) -> ToolTest:
         shows=shows,
         creates=op.table if op.kind == "create" else None,
         creates_prefix=entity.prefix,
+        applies=applies,
     )
 
 
-def _effect_value(fx: _Fixture, target: Target, value: Any) -> Any:
+def _effect_value(fx: Fixture, target: Target, value: Any) -> Any:
     clock = fx.bp.clock
     if isinstance(value, Adjust):
         before = fx.value(target) if target.root != "new" else 0
@@ -466,7 +329,7 @@ def _effect_value(fx: _Fixture, target: Target, value: Any) -> Any:
     if value == "$today":
         return clock.date().isoformat()
     if value == "$now":
-        return _stored(clock)
+        return stored(clock)
     if isinstance(value, str) and value.startswith("$"):
         return fx.value(resolve(fx.bp, fx.op, value if "." not in value else value[1:]))
     return value
@@ -485,14 +348,19 @@ def sample_database(bp: Blueprint) -> Database:
     for e in bp.entities:
         for key, rec in db[e.table].items():
             for fname, ftype in e.field_types().items():
-                options = _samples(ftype.model_copy(update={"nullable": False}), bp.clock, db)
+                options = samples(ftype.model_copy(update={"nullable": False}), bp.clock, db)
                 rec[fname] = options[int(key[-1]) % len(options)] if options else None
     return db
 
 
 def fixture_problems(bp: Blueprint) -> list[str]:
     """Operations whose preconditions no record could meet (found before any code is written)."""
-    db = sample_database(bp)
+    return untestable(bp, sample_database(bp))
+
+
+def untestable(bp: Blueprint, db: Database) -> list[str]:
+    """Operations whose tests cannot be derived on the grown data (no record to test on), for
+    the data stage; a derivation that contradicts its checks raises (a pipeline fault)."""
     out = []
     for op in bp.operations:
         try:

@@ -31,7 +31,7 @@ from maestro.agents.codegen.answers import (
     unfence,
 )
 from maestro.agents.codegen.blueprint import Blueprint, BlueprintDraft, BlueprintError
-from maestro.agents.codegen.checks import fixture_problems, operation_tests
+from maestro.agents.codegen.checks import ToolTest, fixture_problems, operation_tests, untestable
 from maestro.agents.codegen.data import (
     Database,
     DataError,
@@ -303,6 +303,7 @@ class SynthesisTeam:
             return self._failed(state, att, "data", str(exc), attempts=attempts, drafts=drafts)
         db = grow(bp, seeds, limits, seed=self.config.seed)
         problems = database_problems(bp, db) + coverage_problems(bp, db, limits)
+        problems += untestable(bp, db)
         if problems:
             error = "; ".join(problems)
             return self._failed(state, att, "data", error, attempts=attempts, drafts=drafts)
@@ -329,23 +330,24 @@ class SynthesisTeam:
         key = f"tools:{op.name}"
         att, attempts = self._begin(state, key)
         previous, feedback = self._retry(state, key)
+        # Derived first: tests that contradict the spec stop the run before code is asked for.
+        tests = operation_tests(bp, op, json.loads(state["files"]["db.json"]))
         text = await self._ask(state, prompts.tool_messages(bp, op, previous, feedback), None)
         drafts = {**state.get("drafts", {}), key: text}
         try:
             function = normalise_tool(bp, op, extract_code(text))
         except ParseError as exc:
             return self._failed(state, att, key, str(exc), attempts=attempts, drafts=drafts)
-        error = self._test_tool(state, bp, {**done, op.name: function}, op.name)
+        error = self._test_tool(state, bp, {**done, op.name: function}, tests)
         if error:
             return self._failed(state, att, key, error, attempts=attempts, drafts=drafts)
         tools = {**done, op.name: function}
         files = dict(state["files"])
         files["tools.py"] = tools_source(bp, tools)
-        n = len(operation_tests(bp, op, json.loads(files["db.json"])))
         return self._ok(
             state,
             att,
-            f"{n} tests pass",
+            f"{len(tests)} tests pass",
             attempts=attempts,
             tools=tools,
             files=files,
@@ -353,7 +355,7 @@ class SynthesisTeam:
         )
 
     def _test_tool(
-        self, state: SynthesisState, bp: Blueprint, functions: dict[str, str], name: str
+        self, state: SynthesisState, bp: Blueprint, functions: dict[str, str], tests: list[ToolTest]
     ) -> str | None:
         """Static checks, then the tool's unit tests in the sandbox; the error text, or None."""
         source = tools_source(bp, functions)
@@ -361,8 +363,6 @@ class SynthesisTeam:
         if problems:
             return "static check: " + "; ".join(str(p) for p in problems)
         root = self._package(state, {**state["files"], "tools.py": source})
-        db = json.loads(state["files"]["db.json"])
-        tests = operation_tests(bp, bp.operation(name), db)
         try:
             with load_sandboxed_domain(root, self.limits, check_gold=False) as domain:
                 failures = run_tests(domain, tests)
