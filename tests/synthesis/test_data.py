@@ -352,3 +352,62 @@ def test_a_null_reference_stays_null_and_is_never_repaired() -> None:
         for p in db["patients"].values()
     )
     assert json.dumps(db)  # plain JSON, as db.json holds it
+
+
+def test_grown_records_keep_the_seeds_shapes() -> None:
+    """The capable-model check's grown data: SIM serials drawn as random 19-digit numbers while
+    every seed's starts 8944; a restaurant given another restaurant's address; a scheduled plan
+    equal to the current plan. Grown, each keeps the seeds' shape."""
+    raw = copy.deepcopy(DENTAL)
+    patients = raw["entities"][0]["fields"]
+    patients.update({"sim_serial": "str", "slot_id": "ref:slots", "next_slot_id": "ref:slots?"})
+    raw["entities"][1]["fields"].update({"clinic_name": "str", "clinic_address": "str"})
+    bp = parse_blueprint(raw, clock=CLOCK)
+    limits = DataLimits(seeds=2, values=3, main_size=60, catalog_size=4)
+    clinics = [("Brightsmile Leeds", "4 Park Row, Leeds"), ("Brightsmile York", "9 Micklegate")]
+    slots = [
+        {
+            "slot_id": f"SO100{i + 1}",
+            "patient_id": None,
+            "starts_at": f"2026-01-0{7 + i}T09:30:00",
+            "status": "open",
+            "clinic_name": name,
+            "clinic_address": address,
+        }
+        for i, (name, address) in enumerate(clinics)
+    ]
+    people = [
+        ("PA1001", "Ines", "Duarte", "ines.duarte@gmail.com", "1990-02-01", "SO1001", "SO1002"),
+        ("PA1002", "Oskar", "Lind", "oskar.lind@outlook.com", "1965-07-19", "SO1002", None),
+    ]
+    names = ["patient_id", "first_name", "last_name", "email", "date_of_birth", "slot_id"]
+    serials = ["8944100000000000017", "8944100000000000025", "8944100000000000033"]
+    records = [
+        {**dict(zip(names, p[:6], strict=True)), "next_slot_id": p[6], "sim_serial": s}
+        for p, s in zip(people, serials, strict=False)
+    ]
+    data = {
+        "records": {"patients": records, "slots": slots},
+        "values": {
+            "patients": {
+                "first_name": ["Ines", "Oskar", "Mira", "Tariq"],
+                "last_name": ["Duarte", "Lind", "Novak", "Aziz"],
+                "email": ["ines.duarte@gmail.com", "oskar.lind@outlook.com", "mira.n@yahoo.com"],
+                "sim_serial": serials,
+            },
+            "slots": {
+                "clinic_name": ["Brightsmile Leeds", "Brightsmile York", "Brightsmile Hull"],
+                "clinic_address": ["4 Park Row, Leeds", "9 Micklegate", "2 Humber St, Hull"],
+            },
+        },
+    }
+    db = grow(bp, parse_data(bp, data, limits), limits, seed=1)
+    grown = db["patients"].values()
+    assert len(db["patients"]) == 60
+    assert all(p["sim_serial"].startswith("8944") and len(p["sim_serial"]) == 19 for p in grown)
+    assert len({p["sim_serial"] for p in grown}) > 50  # still distinct
+    assert {(s["clinic_name"], s["clinic_address"]) for s in db["slots"].values()} == set(clinics)
+    # The seed with two slots keeps them apart; the seed with one keeps the second null.
+    scheduled = [p for p in grown if p["next_slot_id"] is not None]
+    assert len(scheduled) > 10
+    assert all(p["next_slot_id"] != p["slot_id"] for p in scheduled)

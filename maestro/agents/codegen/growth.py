@@ -13,9 +13,13 @@ Every grown record copies one seed (its template):
   at a departed sailing), and a value the seeds copy from the referenced record (a booking's
   fare paid is its sailing's fare) is copied the same way;
 - numbers are drawn near the seed's, inside the declared range (a small integer range whole);
+- two references to one table are equal or different as the seed's are (a scheduled plan is
+  not the current plan);
 - text comes from the vocabulary: people's names recombined, emails made from the names, the
-  last digits of a phone or street number redrawn when it is used already (numbers in other
-  text, "0800" or "Max 200GB", are kept as written).
+  last digits (at most six: a SIM serial keeps its 8944 prefix) of a phone or street number
+  redrawn when it is used already (numbers in other text, "0800" or "Max 200GB", are kept as
+  written); text fields named alike (``restaurant_name``, ``restaurant_address``) are copied
+  together from one seed.
 
 Keys continue the table's prefix (``PA1001``, ``PA1002``...); the natural identifiers a lookup
 matches on stay unique. The same seed gives the same database.
@@ -113,6 +117,9 @@ class _Grower:
         self.used = {f: {r[f] for r in self.rows.values() if isinstance(r[f], str)} for f in vocab}
         self.copies = _copied_fields(bp, e, db, self.templates)
         self.kinds: dict[str, dict[tuple[Any, ...], list[str]]] = {}
+        # A lookup's identifiers must stay unique: copied whole from a seed they never would.
+        unique = {f for combo in unique_fields(bp, e) for f in combo}
+        self.groups = [g for g in text_groups(self.types) if not unique & set(g)]
 
     def fill(self, size: int) -> None:
         if not self.templates:
@@ -153,12 +160,33 @@ class _Grower:
                 rec[fname] = _shifted(value, ftype.base, shifts.get(fname, 0))
             else:
                 rec[fname] = None  # text: drawn below, once names are known
+        self._same_or_different(template, rec)
         _draw_text(self.types, template, rec, self.vocab, self.used, self.rng)
+        _take_together(self.groups, self.templates, template, rec, self.rng)
         for fname, (ref_field, source) in self.copies.items():
             target = self.db.get(str(self.types[ref_field].ref), {}).get(rec[ref_field])
             if target is not None and target.get(source) is not None:
                 rec[fname] = target[source]
         return rec
+
+    def _same_or_different(self, template: JSONRecord, rec: JSONRecord) -> None:
+        """Two references to one table stay as the seed has them: equal, or different (a
+        scheduled plan is another plan than the current one, drawn apart they met by chance)."""
+        refs = [f for f, t in self.types.items() if t.base == "ref" and rec.get(f) is not None]
+        for i, a in enumerate(refs):
+            for b in refs[i + 1 :]:
+                table = self.types[a].ref
+                if self.types[b].ref != table:
+                    continue
+                if template[a] == template[b]:
+                    rec[b] = rec[a]
+                    continue
+                for _ in range(10):
+                    if rec[b] != rec[a]:
+                        break
+                    rec[b] = self._target(str(table), template[b])
+                if rec[b] == rec[a]:
+                    rec[b] = template[b] if template[b] != rec[a] else template[a]
 
     def _target(self, table: str, seed_target: Any) -> Any:
         """A record of ``table`` of the same kind as the one the seed points at."""
@@ -302,6 +330,37 @@ def _draw_text(
             rec[fname] = _email(values, first, last, rng)
 
 
+def text_groups(types: dict[str, FieldType]) -> list[list[str]]:
+    """Text fields that describe one thing together, named alike (``restaurant_name``,
+    ``restaurant_address``): drawn apart, "Dishoom Manchester" got another restaurant's
+    address. People's names and emails are not among them (they are recombined and made)."""
+    words: dict[str, list[str]] = {}
+    for fname, ftype in types.items():
+        if ftype.base != "str" or "email" in fname or fname in _FIRST + _LAST + _FULL:
+            continue
+        if "_" in fname:
+            words.setdefault(fname.split("_")[0], []).append(fname)
+    return [names for names in words.values() if len(names) >= 2]
+
+
+def _take_together(
+    groups: list[list[str]],
+    templates: list[JSONRecord],
+    template: JSONRecord,
+    rec: JSONRecord,
+    rng: random.Random,
+) -> None:
+    """Each group of text fields that belong together copied whole from one seed that has them
+    all (a record whose template is null in one of them keeps what it drew)."""
+    for names in groups:
+        if any(template[f] is None for f in names):
+            continue
+        whole = [t for t in templates if all(t[f] is not None for f in names)]
+        source = rng.choice(whole) if whole else template
+        for f in names:
+            rec[f] = source[f]
+
+
 def _ascii(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
 
@@ -328,13 +387,22 @@ def _numbered(fname: str) -> bool:
     return any(w in fname for w in _NUMBERED)
 
 
+#: Most trailing digits redrawn: a long number (a SIM serial, 8944...) keeps its issuer's
+#: prefix, as every seed's does.
+_REDRAWN = 6
+
+
 def _redraw_digits(value: str, rng: random.Random) -> str:
-    """The value with its last run of digits redrawn, same length (phones, house numbers)."""
+    """The value with the last digits (at most ``_REDRAWN``) of its last run of digits
+    redrawn, same length (phones, house numbers, serials)."""
     runs = list(re.finditer(r"\d+", value))
     if not runs:
         return value
     run = runs[-1]
     digits = run.group(0)
-    first = str(rng.randint(1, 9)) if digits[0] != "0" else "0"
-    new = first + "".join(str(rng.randint(0, 9)) for _ in digits[1:])
+    kept, tail = digits[:-_REDRAWN], digits[-_REDRAWN:]
+    # Inside a long number any digit may lead the tail; a short one keeps a leading 0 or non-0.
+    lead = (0 if kept or tail[0] == "0" else 1, 0 if tail[0] == "0" and not kept else 9)
+    first = str(rng.randint(*lead))
+    new = kept + first + "".join(str(rng.randint(0, 9)) for _ in tail[1:])
     return value[: run.start()] + new + value[run.end() :]
