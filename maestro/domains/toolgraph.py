@@ -61,6 +61,9 @@ class WalkGuide:
     #: Whether a call would change nothing that matters (a plan changed to the plan the customer
     #: is on): a walk never makes it.
     pointless: Callable[[str, dict[str, Any], Session], bool] | None = None
+    #: ``tool -> parameters`` an effect writes over a record's field (``delivery_address =
+    #: $new_address``): drawn from values other than those the conversation's records hold.
+    fresh: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ class ParamSource:
     is_list: bool = False
     #: ``date`` or ``datetime`` for a string that holds one (an ``IsoDate`` parameter).
     text_format: str | None = None
+    #: An effect writes it over a field: a value the records do not hold there already.
+    fresh: bool = False
 
     @property
     def grounded(self) -> bool:
@@ -150,7 +155,7 @@ def build_tool_graph(
     rng = random.Random(seed)
     session = domain.start_session()
     bare = {
-        name: _params(domain, spec, guide.columns.get(name))
+        name: _params(domain, spec, guide.columns.get(name), guide.fresh.get(name, frozenset()))
         for name, spec in sorted(domain.toolkit.specs.items())
     }
     nodes: dict[str, ToolNode] = {}
@@ -210,9 +215,13 @@ def reference_fields(domain: Domain) -> dict[str, dict[str, str]]:
 
 
 def _params(
-    domain: Domain, spec: ToolSpec, known: Mapping[str, tuple[str, str]] | None = None
+    domain: Domain,
+    spec: ToolSpec,
+    known: Mapping[str, tuple[str, str]] | None = None,
+    fresh: frozenset[str] = frozenset(),
 ) -> tuple[ParamSource, ...]:
-    """The tool's parameters; ``known`` (the guide's) says which field each non-key one takes."""
+    """The tool's parameters; ``known`` (the guide's) says which field each non-key one takes,
+    ``fresh`` which ones an effect writes over a field."""
     key_tables = {s.key_field: name for name, s in sorted(domain.tables.items())}
     ref_fields: dict[str, str] = {}
     columns: dict[str, list[tuple[str, str]]] = {}
@@ -260,6 +269,7 @@ def _params(
                 scalar if scalar in ("str", "int", "float", "bool") else "other",
                 is_list,
                 fmt,
+                table is None and pname in fresh,
             )
         )
     return tuple(out)
@@ -491,6 +501,11 @@ def _value(
     if pinned:
         return rng.choice(list(pinned))
     related = _related(scope, p)
+    if p.fresh:
+        # What the conversation's records hold there is what the write would change nothing to.
+        pool = [v for v in (list(p.choices) or _column_values(scope, p)) if v not in related]
+        if pool:
+            return rng.choice(pool)
     if p.table and p.name != scope.domain.tables[p.table].key_field:
         # new_plan_id, new_slot_id: another record than those the conversation holds already.
         related = [v for v in related if not scope.holds(p.table, v)]
@@ -507,9 +522,7 @@ def _value(
         keys = [k for k in session.keys(p.table) if scope.admits(p.table, k)]
         return rng.choice(keys) if keys else None
     if p.column:
-        values = [
-            r[p.column[1]] for r in session.scan(p.column[0]) if r.get(p.column[1]) is not None
-        ]
+        values = _column_values(scope, p)
         if values:
             return rng.choice(values)
         if p.text_format:
@@ -521,6 +534,14 @@ def _value(
     if p.scalar == "str":
         return rng.choice(FREE_TEXT)
     return None
+
+
+def _column_values(scope: Scope, p: ParamSource) -> list[Any]:
+    """Every value the parameter's field holds in the database."""
+    if p.column is None:
+        return []
+    table, name = p.column
+    return [r[name] for r in scope.session.scan(table) if r.get(name) is not None]
 
 
 def _when(domain: Domain, kind: str, rng: random.Random) -> str:

@@ -150,21 +150,62 @@ def sample_walks(
     if not starts or options.anchors == ():
         return walks
     # Each walk starts with the write that has the fewest walks so far (ten failed attempts
-    # count as one), so the tasks cover what the desk does rather than what is easiest to walk.
+    # count as one; a second write counts too), so the tasks cover what the desk does rather
+    # than what is easiest to walk.
     made = dict.fromkeys((w.name for w in starts), 0.0)
+    # A request made already by another customer (the same promo code, a lost SIM again) waits
+    # in reserve: it is taken only when ``attempts_per_walk`` attempts find no new request.
+    requests: set[str] = set()
+    reserve: list[Walk] = []
+    dry = 0
     for _ in range(n * attempts_per_walk):
         if len(walks) >= n:
             break
+        if dry >= attempts_per_walk and reserve:
+            again = reserve.pop(0)
+            walks.append(again)
+            taken.add(again.signature())
+            dry = 0
+            continue
+        dry += 1
         first = min(starts, key=lambda w: (made[w.name], rng.random()))
         n_writes = 1 if max_writes < 2 or rng.random() < 0.7 else 2
         walk = _try_walk(domain, graph, writes, first, rng, n_writes, options)
         if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
             made[first.name] += 0.1
             continue
-        made[first.name] += 1
+        request = walk_request(domain, graph, walk)
+        if request in requests:
+            made[first.name] += 0.1
+            if all(w.signature() != walk.signature() for w in reserve):
+                reserve.append(walk)
+            continue
+        for step in walk.writes:
+            made[step.name] = made.get(step.name, 0.0) + 1
+        requests.add(request)
         taken.add(walk.signature())
         walks.append(walk)
-    return walks
+        dry = 0
+    return walks + reserve[: max(0, n - len(walks))]
+
+
+def walk_request(domain: Domain, graph: ToolGraph, walk: Walk) -> str:
+    """What a walk's writes ask for, whoever asks: the operations and their grounded arguments
+    but the customer's own records and dates (two customers applying WELCOME10 ask the same)."""
+    scope = Scope.of(domain, domain.start_session(), graph.people)
+    parts = []
+    for step in walk.writes:
+        asked: dict[str, Any] = {}
+        for p in graph.nodes[step.name].params:
+            if p.name not in step.grounded or p.text_format:
+                continue
+            value = step.arguments[p.name]
+            values = value if isinstance(value, list) else [value]
+            if p.table and any(scope.owners(p.table, str(v)) for v in values):
+                continue
+            asked[p.name] = value
+        parts.append([step.name, asked])
+    return json.dumps(parts, sort_keys=True, default=str)
 
 
 def without_rules(guide: WalkGuide | None) -> WalkGuide:

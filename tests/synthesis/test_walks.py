@@ -6,7 +6,9 @@ model's review refused in a mobile carrier's synthesis (issue 12's relay check).
 
 from __future__ import annotations
 
+import random
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,8 @@ from maestro.domains import Domain
 from maestro.domains.models import Action, Task
 from maestro.domains.sandbox import load_sandboxed_domain
 from maestro.domains.store import Session
-from maestro.domains.toolgraph import Scope
-from maestro.domains.walks import Walk
+from maestro.domains.toolgraph import Scope, build_tool_graph, fill
+from maestro.domains.walks import Walk, sample_walks, walk_request
 from tests.synthesis import scripted_team as team
 
 CONFIG = SynthesisConfig(max_iterations=2)
@@ -157,3 +159,42 @@ def test_walks_keep_to_one_customer_their_identity_and_the_rules(ferry: Domain, 
         "cancel_booking",
         "request_transfer",
     }
+
+
+def test_no_write_sets_a_field_to_what_it_holds(ferry: Domain) -> None:
+    """The food delivery check's address "changed" to the order's own address: the write
+    changed the state (another effect) but asked for nothing. The guide calls it pointless, and
+    the walks draw a value the customer's records do not hold there."""
+    bp = team.blueprint(CONFIG)
+    guide = walk_guide(bp)
+    assert guide.pointless is not None and guide.fresh["update_phone"] == {"phone"}
+    assert guide.fresh["book_sailing"] == frozenset()  # a new record's values may be the usual
+    session = ferry.start_session()
+    key = sorted(session.keys("passengers"))[0]
+    phone = session.require("passengers", key)["phone"]
+    assert guide.pointless("update_phone", {"passenger_id": key, "phone": phone}, session)
+    assert not guide.pointless("update_phone", {"passenger_id": key, "phone": "+1 0"}, session)
+    node = build_tool_graph(ferry, guide=guide).nodes["update_phone"]
+    for seed in range(20):
+        rng = random.Random(seed)
+        scope = Scope.of(ferry, session, guide.people)
+        assert scope.anchor("passengers", rng, key=key)
+        args = fill(scope, node.params, rng, optional_rate=0.0)
+        assert args is not None and args["passenger_id"] == key
+        assert args["phone"] != phone, seed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_walks_spread_over_requests_before_repeating_one(ferry: Domain, seed: int) -> None:
+    """4 of 10 food delivery tasks were one promo request by four customers. A request already
+    made (the same writes and shared records, whoever asks) waits until no new one is found."""
+    guide = walk_guide(team.blueprint(CONFIG))
+    graph = build_tool_graph(ferry, guide=guide)
+    walks = sample_walks(ferry, graph, 10, seed=seed, guide=guide)
+    requests = Counter(walk_request(ferry, graph, w) for w in walks)
+    assert len(walks) == 10 and max(requests.values()) == 1, requests
+    # Where one request is all there is, it is repeated rather than leaving tasks unmade.
+    again = sample_walks(
+        ferry, graph, 4, seed=seed, guide=guide, tools=["add_vehicle"], max_writes=1
+    )
+    assert len(again) == 4 and len({walk_request(ferry, graph, w) for w in again}) == 1

@@ -7,8 +7,11 @@
   holds the people, and every walk starts by finding its customer with it;
 - **forbids**: the agent rules, evaluated on the state a call runs on (``conditions.py``): an
   ordinary task never asks for what an agent rule forbids; only refusal tasks aim at it;
-- **pointless**: an update that writes what already holds (a plan change to the plan the
-  customer is on, another field of the same record naming the same plan).
+- **pointless**: an update that writes what already holds (a delivery address "changed" to the
+  order's own address, a plan change to the plan the customer is on, another field of the same
+  record naming the same plan);
+- **fresh**: the parameters an effect writes over a record's field, which the walks draw from
+  values the customer's records do not hold there.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def walk_guide(bp: Blueprint) -> WalkGuide:
         people=frozenset({identify.table}) if identify else None,
         forbids=forbids,
         pointless=pointless,
+        fresh={op.name: overwritten(bp, op) for op in bp.operations},
     )
 
 
@@ -77,6 +81,21 @@ def parameter_fields(bp: Blueprint, op: Operation) -> dict[str, tuple[str, str]]
     return out
 
 
+def overwritten(bp: Blueprint, op: Operation) -> frozenset[str]:
+    """Parameters an effect writes over an existing record's field (``delivery_address =
+    $new_address``), not into a new record (a new order's address may well be the usual one)."""
+    named = record_params(bp, op)
+    out = set()
+    for target, value in op.sets.items():
+        param = param_named(op, value)
+        if param is None or param in named:
+            continue
+        subject = resolve(bp, op, target, effect=True)
+        if isinstance(subject, Target) and subject.root != "new":
+            out.add(param)
+    return frozenset(out)
+
+
 def param_named(op: Operation, value: Any) -> str | None:
     """The parameter a ``"$param"`` value names (not ``$today``, not ``$param.field``)."""
     if isinstance(value, str) and value.startswith("$") and value[1:] in op.params:
@@ -85,8 +104,10 @@ def param_named(op: Operation, value: Any) -> str | None:
 
 
 def writes_what_holds(bp: Blueprint, op: Operation, args: dict[str, Any], session: Session) -> bool:
-    """Whether an effect ``field = $param`` names what the record already holds in another
-    field of the same kind (``next_plan_id = $new_plan_id`` while ``plan_id`` is it)."""
+    """Whether an effect ``field = $param`` writes what the field already holds (a delivery
+    address "changed" to the address the order has: the write still changes the state when
+    another effect does, but asks for nothing), or what another field of the same kind holds
+    (``next_plan_id = $new_plan_id`` while ``plan_id`` is it)."""
     for target, value in op.sets.items():
         param = param_named(op, value)
         subject = resolve(bp, op, target, effect=True) if param else None
@@ -94,6 +115,8 @@ def writes_what_holds(bp: Blueprint, op: Operation, args: dict[str, Any], sessio
             continue
         where = locate(subject, args, session.get)
         record = session.get(where.table, where.key) if where else None
+        if record is not None and record.get(subject.field) == args.get(param):
+            return True
         if record is None or subject.ftype.base != "ref":
             continue
         same_kind = [
