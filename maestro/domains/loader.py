@@ -59,8 +59,13 @@ def inspect_package(
     ``trusted`` as in :func:`load_domain`; a sandboxed domain returned with problems still
     holds its child: close it.
     """
-    if trusted or is_library_package(path):
+    if trusted:
         return assemble_package(path, _code_in_process, check_gold=check_gold)
+    library = library_package(path)
+    if library is not None:
+        # The resolved folder, not the path given: a link flipped after the check would
+        # otherwise have another folder's Python run here (a check-then-use race).
+        return assemble_package(library, _code_in_process, check_gold=check_gold)
     # Code an LLM or an outside benchmark wrote is never imported here (DESIGN: untrusted
     # code runs only inside the sandbox). The sandbox imports the loader, hence here.
     from maestro.domains.sandbox.package import sandboxed_code
@@ -70,10 +75,20 @@ def inspect_package(
 
 def is_library_package(path: str | Path) -> bool:
     """Whether a folder is one of the shipped library's packages (its code runs in process)."""
+    return library_package(path) is not None
+
+
+def library_package(path: str | Path) -> Path | None:
+    """The library package folder ``path`` resolves to (no link left in it), or None.
+
+    Load the returned path, never ``path`` again: only a package of the library itself (a
+    folder directly under it) counts, and the answer holds for the resolved folder only.
+    """
     try:
-        return Path(path).resolve().is_relative_to(LIBRARY_ROOT)
-    except (OSError, RuntimeError):  # a symlink loop, an unreadable folder
-        return False
+        resolved = Path(path).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, a symlink loop, an unreadable folder
+        return None
+    return resolved if resolved.parent == LIBRARY_ROOT else None
 
 
 @dataclass

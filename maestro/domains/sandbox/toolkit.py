@@ -129,14 +129,16 @@ class SandboxToolkit(Toolkit):
     def start(self) -> dict[str, str]:
         """Start the child now (the first call would otherwise); returns its layers' status."""
         with self._lock:
-            return dict(self._ensure_process().layers)
+            return dict(self._ensure_process(self.limits.startup_timeout_s + 5.0).layers)
 
     @property
     def layers(self) -> dict[str, str]:
         """Each isolation layer of the running child: "active" or "unavailable: why"."""
         return dict(self._process.layers) if self._process else {}
 
-    def _ensure_process(self) -> SandboxProcess:
+    def _ensure_process(self, wait_s: float) -> SandboxProcess:
+        """The running child; a dead one's successor, waited for at most ``wait_s`` (the
+        call's own deadline: a start never holds a call, or the lock, past it)."""
         if self.closed:
             raise ChildFailure("closed", "the sandbox toolkit is closed")
         if self._process is not None and self._process.alive:
@@ -145,24 +147,14 @@ class SandboxToolkit(Toolkit):
             self._retire(self._process)
             self.restarts += 1
         self._process = None
-        self._generation += 1
         try:
-            self._process = self._started_spare() or self._start_now()
+            self._process = self._started_spare(wait_s)
         except SandboxStartError as exc:
             found = "; ".join(f"{f}:{where}: {msg}" for f, where, msg in exc.problems)
             reason = f"{exc.reason}: {found}" if found else exc.reason
             raise ChildFailure("start", reason) from None
+        self._generation += 1
         return self._process
-
-    def _start_now(self) -> SandboxProcess:
-        process = SandboxProcess(self.package.launch)
-        self._children.append(process)
-        try:
-            boot(process, self.package)
-        except SandboxStartError:
-            self._retire(process)
-            raise
-        return process
 
     def _prestart(self) -> None:
         """Start the next child in the background, while the caller does something else.
@@ -181,16 +173,23 @@ class SandboxToolkit(Toolkit):
         self._spare = spare
         spare.thread.start()
 
-    def _started_spare(self) -> SandboxProcess | None:
-        spare, self._spare = self._spare, None
-        if spare is None:
-            return None
-        spare.thread.join(self.limits.startup_timeout_s + 5.0)
+    def _started_spare(self, wait_s: float) -> SandboxProcess:
+        """The child starting in the background (started now if none is), once it is ready;
+        ChildFailure "starting" when it is not ready within ``wait_s`` (it keeps starting)."""
+        self._prestart()
+        spare = self._spare
+        assert spare is not None
+        spare.thread.join(max(wait_s, 0.0))
+        if spare.thread.is_alive():
+            raise ChildFailure(
+                "starting",
+                "the sandbox child is restarting and was not ready within the call's deadline "
+                "(the call did not run)",
+            )
+        self._spare = None
         if spare.error is not None or not spare.process.alive:
             self._retire(spare.process)
-            if spare.error is not None:
-                raise spare.error
-            return None
+            raise spare.error or SandboxStartError("the sandbox child died while starting")
         return spare.process
 
     def _retire(self, process: SandboxProcess) -> None:
@@ -232,8 +231,17 @@ class SandboxToolkit(Toolkit):
             if isinstance(prepared, ToolOutcome):
                 return prepared
             limit = self.deadline_s if deadline_s is None else deadline_s
-            with self._lock:
-                content, status = self._run(session, prepared, arguments, limit)
+            # Waiting for another call (or a restart) counts against this call's deadline.
+            if not self._lock.acquire(timeout=max(limit, 0.0)):
+                content = f"Error: {name}: the sandbox was busy past the call's deadline ({limit:g} s); nothing was changed."
+                return ToolOutcome(
+                    name, prepared.arguments, content, "timeout", prepared.spec.kind,
+                    time.perf_counter() - started,
+                )  # fmt: skip
+            try:
+                content, status = self._run(session, prepared, arguments, limit, started)
+            finally:
+                self._lock.release()
         except Exception as exc:  # the last net: no input and no child makes the host raise
             with self._lock:
                 self._discard_process()
@@ -255,11 +263,13 @@ class SandboxToolkit(Toolkit):
         prepared: PreparedCall,
         arguments: dict[str, Any] | str,
         limit: float,
+        started: float,
     ) -> tuple[str, OutcomeStatus]:
-        """The call's answer and status as the host records them."""
+        """The call's answer and status as the host records them; it ends ``limit`` seconds
+        after ``started`` (``time.perf_counter``), waits for the lock and a restart included."""
         name = prepared.spec.name
         try:
-            frame, seen = self._exchange(session, name, arguments, limit)
+            frame, seen = self._exchange(session, name, arguments, started + limit)
         except ChildFailure as exc:
             return self._failure_text(name, limit, exc)
         try:
@@ -270,11 +280,13 @@ class SandboxToolkit(Toolkit):
             return f"Error: {name}: {reason}; nothing was changed.", "sandbox"
 
     def _exchange(
-        self, session: Session, name: str, arguments: dict[str, Any] | str, limit: float
+        self, session: Session, name: str, arguments: dict[str, Any] | str, deadline: float
     ) -> tuple[Any, dict[tuple[str, str], Any]]:
         """Send the call with the session writes the child has not seen; returns its reply."""
         for _ in range(2):
-            process = self._ensure_process()
+            process = self._ensure_process(deadline - time.perf_counter())
+            # What is left of the call's deadline once a restart was waited for.
+            limit = max(deadline - time.perf_counter(), 0.05)
             mirror = self._mirror(session)
             full = mirror.generation != self._generation
             sync, now_seen = _delta(session, {} if full else mirror.seen)
