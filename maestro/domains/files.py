@@ -212,6 +212,12 @@ def read_jsonl(root: Path, name: str, problems: list[Problem]) -> Iterator[tuple
 def parse_json(text: str, name: str, problems: list[Problem], where: str = "") -> Any:
     """A JSON value by the rules of this module; None and a problem when it breaks one."""
     found: list[Problem] = []
+    nodes, allowed = json_nodes(text), MAX_NODES_FREE + len(text) // BYTES_PER_NODE
+    if nodes > allowed:
+        problems.append(
+            Problem(name, where, f"holds {nodes} JSON values, over the {allowed} its size allows")
+        )
+        return None
 
     def at(line: int, col: int, message: str) -> None:
         # A JSONL line is one line: its location is the caller's ``where``, the column is told.
@@ -246,6 +252,28 @@ def parse_json(text: str, name: str, problems: list[Problem], where: str = "") -
     return None
 
 
+#: JSON values a file may hold: this many, and one more per this many bytes (the library's
+#: db.json files hold one per 23-26 bytes). A parsed value costs the host some 60 bytes and
+#: more downstream: ``[[],[],...]`` is 3 bytes a value (3 MB once took 390 MB and 48 s).
+MAX_NODES_FREE = 50_000
+BYTES_PER_NODE = 16
+
+
+def json_nodes(data: bytes | str) -> int:
+    """An upper bound on the JSON values in ``data``, counted without parsing it: every value
+    is a container's first or follows a comma (strings, and what they hold, are skipped)."""
+    if isinstance(data, str):
+        bare = _STRINGS_TEXT.sub("", data)
+        return 1 + bare.count("[") + bare.count("{") + bare.count(",")
+    raw = _STRINGS.sub(b"", data)
+    return 1 + raw.count(b"[") + raw.count(b"{") + raw.count(b",")
+
+
+# Possessive: linear on any input, a string that never ends included.
+_STRINGS = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+_STRINGS_TEXT = re.compile(r'"(?:[^"\\]++|\\.)*+"')
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
@@ -272,23 +300,39 @@ def _constant(text: str) -> Any:
 
 def _check_value(value: Any) -> tuple[str, str] | None:
     """(location, message) of the first string with a lone surrogate or of nesting too deep."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    # A path is built only for the node that fails: one string per node would cost the host
+    # far more than the file (``[[],[],...]``: 3 MB once took 390 MB and 48 s).
+    stack: list[tuple[Any, _Where, int]] = [(value, None, 0)]
     while stack:
-        node, path, depth = stack.pop()
+        node, where, depth = stack.pop()
         if depth > MAX_DEPTH:
-            return path or "(top)", f"nested deeper than {MAX_DEPTH} levels"
+            return _path(where), f"nested deeper than {MAX_DEPTH} levels"
         if isinstance(node, str):
             if _has_surrogate(node):
-                return path or "(top)", f"a lone surrogate in {node[:40]!a}: not encodable text"
+                return _path(where), f"a lone surrogate in {node[:40]!a}: not encodable text"
         elif isinstance(node, dict):
             for key, child in node.items():
-                child_path = f"{path}.{key}" if path else key
                 if _has_surrogate(key):
-                    return path or "(top)", f"a lone surrogate in the key {key[:40]!a}"
-                stack.append((child, child_path, depth + 1))
+                    return _path(where), f"a lone surrogate in the key {key[:40]!a}"
+                stack.append((child, (where, key), depth + 1))
         elif isinstance(node, list):
-            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))
+            stack.extend((child, (where, i), depth + 1) for i, child in enumerate(node))
     return None
+
+
+#: Where a value is: its parent's place and its key or index (None: the top).
+_Where = tuple[Any, str | int] | None
+
+
+def _path(where: _Where) -> str:
+    steps: list[str | int] = []
+    while where is not None:
+        where, step = where
+        steps.append(step)
+    path = ""
+    for step in reversed(steps):
+        path = f"{path}[{step}]" if isinstance(step, int) else (f"{path}.{step}" if path else step)
+    return path or "(top)"
 
 
 def _has_surrogate(text: str) -> bool:

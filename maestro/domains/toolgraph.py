@@ -319,21 +319,24 @@ def _ref_table(ann: Any) -> str | None:
 
 def strings(value: Any) -> Iterator[str]:
     """Every string inside a JSON value."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from strings(v)
+    # A stack, not recursion: a tool's answer may nest as deep as its JSON parses.
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
 
 
 def loads(content: str) -> Any:
-    """A tool's answer as JSON, or the text itself."""
+    """A tool's answer as JSON, or the text itself (any answer: an untrusted package's tool
+    may return 100,000 ``[`` in a row)."""
     try:
         return json.loads(content)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return content
 
 

@@ -16,7 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from maestro.domains.errors import Problem
 from maestro.domains.runtime import ToolSpec
-from maestro.domains.sandbox.schema import SchemaError, params_model, record_model, without_marks
+from maestro.domains.sandbox.schema import (
+    Budget,
+    SchemaError,
+    params_model,
+    record_model,
+    without_marks,
+)
 from maestro.domains.store import TableSpec
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -99,25 +105,35 @@ def read_description(meta: dict[str, Any]) -> PackageDescription | list[Problem]
         return [Problem("tools.py", "", f"the sandbox child sent an invalid description: {exc}")]
 
 
-def host_tables(description: PackageDescription, problems: list[Problem]) -> dict[str, TableSpec]:
-    """The tables, each with a record model the host built from the reported schema."""
+def host_tables(
+    description: PackageDescription, problems: list[Problem], budget: Budget | None = None
+) -> dict[str, TableSpec]:
+    """The tables, each with a record model the host built from the reported schema;
+    ``budget`` is shared with :func:`host_tools` to bound the package's cost as a whole."""
     tables: dict[str, TableSpec] = {}
     for t in description.tables:
         if t.name in tables:
             problems.append(Problem("models.py", "TABLES", f"table {t.name!r} is reported twice"))
             continue
         try:
-            model = record_model(t.class_name, t.key_field, t.record_schema)
+            model = record_model(t.class_name, t.key_field, t.record_schema, budget)
         except (SchemaError, RecursionError) as exc:
             problems.append(
                 Problem("models.py", t.class_name, f"record schema not supported: {exc}")
+            )
+            continue
+        except Exception as exc:  # the last net: a child's schema never raises in the host
+            problems.append(
+                Problem("models.py", t.class_name, f"record schema not usable: {exc!r}")
             )
             continue
         tables[t.name] = TableSpec(t.name, model, t.key_field)
     return tables
 
 
-def host_tools(description: PackageDescription, problems: list[Problem]) -> list[ToolSpec]:
+def host_tools(
+    description: PackageDescription, problems: list[Problem], budget: Budget | None = None
+) -> list[ToolSpec]:
     """The tools, each with an argument model the host built and a function that refuses."""
     specs: list[ToolSpec] = []
     seen: set[str] = set()
@@ -128,9 +144,12 @@ def host_tools(description: PackageDescription, problems: list[Problem]) -> list
             continue
         seen.add(t.name)
         try:
-            params = params_model(t.name, t.parameters)
+            params = params_model(t.name, t.parameters, budget)
         except (SchemaError, RecursionError) as exc:
             problems.append(Problem("tools.py", where, f"parameter schema not supported: {exc}"))
+            continue
+        except Exception as exc:  # the last net: a child's schema never raises in the host
+            problems.append(Problem("tools.py", where, f"parameter schema not usable: {exc!r}"))
             continue
         if list(params.model_fields) != t.param_names:
             problems.append(Problem("tools.py", where, "parameter names do not match its schema"))

@@ -33,6 +33,17 @@ class SandboxLimits(BaseModel):
     max_write_bytes: int = Field(
         1024 * 1024, ge=1024, description="largest size of one call's writes, as JSON"
     )
+    max_write_nodes: int = Field(
+        100_000, ge=100, description="most JSON values in one call's writes (host memory)"
+    )
+    max_session_write_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        description="largest size of all the writes one session accepts, as JSON",
+    )
+    max_session_write_nodes: int = Field(
+        1_000_000, ge=100, description="most JSON values in all the writes one session accepts"
+    )
     max_package_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,

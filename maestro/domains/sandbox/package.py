@@ -10,6 +10,7 @@ child agrees (same state hash). Nothing of the package is imported or evaluated 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 from maestro.domains import files, loader
 from maestro.domains.errors import DomainLoadError, Problem
+from maestro.domains.files import json_nodes
 from maestro.domains.loader import CodeLoader, PackageCode
 from maestro.domains.models import DomainManifest
 from maestro.domains.package import Domain
@@ -32,6 +34,7 @@ from maestro.domains.sandbox.process import (
     SandboxStartError,
 )
 from maestro.domains.sandbox.protocol import ChannelError
+from maestro.domains.sandbox.schema import Budget
 from maestro.domains.sandbox.static import check_models_source, check_tools_source
 from maestro.domains.sandbox.toolkit import Package, SandboxToolkit, describe_caps, description_key
 
@@ -185,15 +188,17 @@ def _first_boot(
         problems.extend(description)
         return None
     schema_problems: list[Problem] = []
-    tables = host_tables(description, schema_problems)
-    specs = host_tools(description, schema_problems)
+    budget = Budget()  # one package's schemas, tables and tools together
+    tables = host_tables(description, schema_problems, budget)
+    specs = host_tools(description, schema_problems, budget)
     problems.extend(schema_problems)
     if schema_problems:
         return None
     # The records the real record types refused, then the host's own check of the rest.
     problems.extend(Problem(f, at, msg) for f, at, msg in description.problems if f == "db.json")
     try:
-        state = loader.load_db(described.decoded_data(), tables, problems)
+        normalized = described.decoded_data(_database_nodes(raw_db))
+        state = loader.load_db(normalized, tables, problems)
     except ChannelError as exc:  # the data section is not JSON
         problems.append(
             Problem("db.json", "", f"the sandbox child sent no readable database: {exc}")
@@ -215,6 +220,14 @@ def _first_boot(
         return None
     package = Package(launch, description_key(described.meta), tables, state)
     return PackageCode(tables, state, SandboxToolkit(specs, package, first=process))
+
+
+def _database_nodes(raw_db: dict[str, Any]) -> int:
+    """Most JSON values the child's normalized database may hold: db.json's own, with room
+    for the defaults the record types fill in. The child, not db.json, writes that copy: a
+    53-byte db.json must not come back as millions of values in the host."""
+    raw = json.dumps(raw_db, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    return 8 * json_nodes(raw) + 100_000
 
 
 def _problem_rows(rows: list[Any]) -> list[tuple[str, str, str]]:

@@ -21,8 +21,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from maestro.domains.files import json_nodes
+
 MAGIC = b"MSB1"
 HEADER_BYTES = 16
+#: Most JSON values a frame's meta may hold (a describe reply's schemas fit in a tenth of it).
+MAX_META_NODES = 200_000
 
 
 class ChannelError(Exception):
@@ -42,14 +46,61 @@ class Frame:
     text: str = ""
     data: bytes = b""
 
-    def decoded_data(self) -> Any:
-        """The data section as a JSON value (None when empty); ChannelError when not JSON."""
+    def decoded_data(self, max_nodes: int | None = None) -> Any:
+        """The data section as a JSON value (None when empty); ChannelError when not JSON, or
+        (``max_nodes`` given: the host reading a child) over ``max_nodes`` values or holding a
+        lone surrogate."""
         if not self.data:
             return None
-        try:
-            return json.loads(self.data)
-        except (ValueError, RecursionError) as exc:
-            raise ChannelError("protocol", f"the data section is not JSON: {exc}") from None
+        return loads_checked(self.data, "data section", max_nodes)
+
+
+def loads_checked(data: bytes, what: str, max_nodes: int | None) -> Any:
+    """JSON from a child: at most ``max_nodes`` values (counted before a byte is parsed) and no
+    lone surrogate anywhere (it parses from ``"\\ud800"``, then breaks every UTF-8 writer
+    downstream: a state hash, the MCP server's replies); ChannelError otherwise."""
+    if max_nodes is not None and (n := json_nodes(data)) > max_nodes:
+        raise ChannelError("protocol", f"its {what} holds {n} JSON values, over {max_nodes}")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise ChannelError("protocol", f"the {what} is not JSON: {exc}") from None
+    if max_nodes is not None and _has_lone_surrogate(value):
+        raise ChannelError("protocol", f"its {what} holds a lone surrogate (not encodable text)")
+    return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not _encodable(node):
+                return True
+        elif isinstance(node, dict):
+            if not all(_encodable(key) for key in node):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def readable_text(raw: bytes) -> str:
+    """A child's answer text: UTF-8, each lone surrogate (which its encoder lets through)
+    replaced by U+FFFD, so the text can be written anywhere downstream."""
+    text = raw.decode("utf-8", "surrogatepass")
+    if _encodable(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 @dataclass(frozen=True)
@@ -155,7 +206,14 @@ def read_until(fd: int, deadline: float, caps: Caps) -> Frame:
                 "protocol", f"its {name} of {size} bytes is over the {cap}-byte limit"
             )
     m, t, d = (_read_until(fd, size, deadline, poller) for size in sizes)
-    return _decode(m, t, d)
+    try:
+        meta = loads_checked(m, "meta", MAX_META_NODES)
+        text = readable_text(t)
+    except UnicodeDecodeError as exc:
+        raise ChannelError("protocol", f"its text is not UTF-8: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ChannelError("protocol", "the frame's meta is not a JSON object")
+    return Frame(meta, text, d)
 
 
 SECTIONS = ("meta", "text", "data")

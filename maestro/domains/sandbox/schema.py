@@ -26,13 +26,15 @@ Constraints (``minLength``, ``maxLength``, ``pattern`` (pydantic's linear-time r
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
+import re
 import typing
 import uuid
 from datetime import date, datetime, time, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from maestro.domains.sandbox.describe import REF_KEY, TEXT_KEY
 from maestro.domains.sdk import Record, Ref, TextFormat
@@ -43,6 +45,15 @@ MAX_ENUM = 1_000
 MAX_PATTERN = 1_000
 MAX_PROPERTIES = 500
 MAX_DEFS = 100  # each is built once; a chain of them is a chain of calls
+#: What all of one package's schemas together may cost the host. Each distinct pattern is a
+#: regex compiled by pydantic's engine, measured at 2-16 MB of host memory for ``\w{20}`` to
+#: ``\w{200}`` (the same pattern again costs little); a repetition of a Unicode class
+#: (``\w``, ``\d``, ``.``) grows it fastest, so those are bounded harder.
+MAX_PACKAGE_NODES = 100_000
+MAX_PACKAGE_MODELS = 1_000
+MAX_PACKAGE_PATTERNS = 16
+MAX_REPEAT = 100
+MAX_CLASS_REPEAT = 40
 
 _FORMATS: dict[str, Any] = {
     "date": date,
@@ -85,9 +96,20 @@ class SchemaError(ValueError):
     """A schema outside the subset; the message says where (``properties.x.items``)."""
 
 
-def record_model(class_name: str, key_field: str, schema: Any) -> type[Record]:
+@dataclasses.dataclass
+class Budget:
+    """What one package's schemas have cost the host so far (share one across a package)."""
+
+    nodes: int = 0
+    models: int = 0
+    patterns: set[str] = dataclasses.field(default_factory=set)
+
+
+def record_model(
+    class_name: str, key_field: str, schema: Any, budget: Budget | None = None
+) -> type[Record]:
     """A host-owned ``Record`` subclass named ``class_name`` validating ``schema``."""
-    builder = _Builder(schema)
+    builder = _Builder(schema, budget or Budget())
     model = builder.model(class_name, builder.root, "", base=Record)
     if key_field not in model.model_fields or not issubclass(model, Record):
         raise SchemaError(f"the key field {key_field!r} is not a property")
@@ -95,9 +117,9 @@ def record_model(class_name: str, key_field: str, schema: Any) -> type[Record]:
     return model
 
 
-def params_model(tool_name: str, schema: Any) -> type[BaseModel]:
+def params_model(tool_name: str, schema: Any, budget: Budget | None = None) -> type[BaseModel]:
     """A tool's argument model, configured as the runtime builds one (extra forbidden, strict)."""
-    builder = _Builder(schema)
+    builder = _Builder(schema, budget or Budget())
     config = ConfigDict(extra="forbid", strict=True)
     return builder.model(f"{tool_name}_arguments", builder.root, "", config=config)
 
@@ -112,7 +134,8 @@ def without_marks(schema: Any) -> Any:
 
 
 class _Builder:
-    def __init__(self, schema: Any) -> None:
+    def __init__(self, schema: Any, budget: Budget) -> None:
+        self.budget = budget
         if not isinstance(schema, dict):
             raise SchemaError("the schema is not an object")
         defs = schema.get("$defs", {})
@@ -140,10 +163,17 @@ class _Builder:
             raise SchemaError(f"{path or 'the schema'}: a model must be an object with properties")
         properties: dict[str, Any] = node.get("properties", {})
         required = node.get("required", [])
-        if not isinstance(required, list) or not set(required) <= set(properties):
+        if not (
+            isinstance(required, list)
+            and all(isinstance(r, str) for r in required)
+            and set(required) <= set(properties)
+        ):
             raise SchemaError(f"{_at(path, 'required')}: must list properties")
         if len(properties) > MAX_PROPERTIES:
             raise SchemaError(f"{path or 'the schema'}: over {MAX_PROPERTIES} properties")
+        self.budget.models += 1
+        if self.budget.models > MAX_PACKAGE_MODELS:
+            raise SchemaError(f"the package's schemas build over {MAX_PACKAGE_MODELS} models")
         fields: dict[str, Any] = {}
         for field, prop in properties.items():
             where = _at(path, f"properties.{field}")
@@ -158,6 +188,8 @@ class _Builder:
                 # A default_factory leaves no default in the schema; the host never fills one
                 # in for data the child normalized, which carries every field.
                 default = prop.get("default")
+                if "default" in prop:
+                    _check_default(annotation, default, where)
             fields[field] = (annotation, Field(default, description=_text(prop)))
         extra = node.get("additionalProperties")
         if extra not in (None, True, False):
@@ -212,7 +244,7 @@ class _Builder:
         self._check(node, path, depth)
         base = self._base(node, path, depth)
         given = {k: v for k, v in node.items() if k in _CONSTRAINTS}
-        _check_constraints(given, path)
+        _check_constraints(given, path, self.budget)
         metadata: list[Any] = []
         if given:
             metadata.append(Field(**{_CONSTRAINTS[k]: v for k, v in given.items()}))
@@ -255,12 +287,12 @@ class _Builder:
             if set(node) - _NOTES:
                 raise SchemaError(f"{path}: a schema without a type")
             return Any
-        if kind not in _SCALARS:
+        if not isinstance(kind, str) or kind not in _SCALARS:
             raise SchemaError(f"{_at(path, 'type')}: {kind!r} is not supported")
         fmt = node.get("format")
         if fmt is None:
             return _SCALARS[kind]
-        if kind != "string" or fmt not in _FORMATS:
+        if kind != "string" or not isinstance(fmt, str) or fmt not in _FORMATS:
             raise SchemaError(f"{_at(path, 'format')}: {fmt!r} is not supported")
         return _FORMATS[fmt]
 
@@ -283,8 +315,11 @@ class _Builder:
 
     def _check(self, node: dict[str, Any], path: str, depth: int) -> None:
         self.nodes += 1
+        self.budget.nodes += 1
         if self.nodes > MAX_NODES:
             raise SchemaError(f"the schema has over {MAX_NODES} nodes")
+        if self.budget.nodes > MAX_PACKAGE_NODES:
+            raise SchemaError(f"the package's schemas have over {MAX_PACKAGE_NODES} nodes")
         if depth > MAX_DEPTH:
             raise SchemaError(f"{path}: nested over {MAX_DEPTH} levels")
         unknown = sorted(set(node) - _KNOWN)
@@ -304,13 +339,50 @@ def _literal(node: dict[str, Any], path: str) -> Any:
     return Literal[tuple(values)]
 
 
-def _check_constraints(constraints: dict[str, Any], path: str) -> None:
+def _check_constraints(constraints: dict[str, Any], path: str, budget: Budget) -> None:
     for name, value in constraints.items():
         if name == "pattern":
             if not isinstance(value, str) or len(value) > MAX_PATTERN:
                 raise SchemaError(f"{path}: pattern must be a string of at most {MAX_PATTERN}")
+            _check_pattern(value, path)
+            budget.patterns.add(value)
+            if len(budget.patterns) > MAX_PACKAGE_PATTERNS:
+                raise SchemaError(
+                    f"{path}: the package's schemas use over {MAX_PACKAGE_PATTERNS} distinct patterns"
+                )
         elif isinstance(value, bool) or not isinstance(value, int | float):
             raise SchemaError(f"{path}: {name} must be a number")
+
+
+_REPEAT = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+_CLASS = re.compile(r"\\[wWdDsSpP]|\.|\[\^")
+
+
+def _check_pattern(pattern: str, path: str) -> None:
+    """Bound what compiling ``pattern`` costs: counted repetitions (``{n}``, ``{n,m}``) are
+    what a compiled regex grows with, Unicode classes fastest."""
+    bounds = [max(int(lo or 0), int(hi or 0)) for lo, hi in _REPEAT.findall(pattern)]
+    if any(b > MAX_REPEAT for b in bounds):
+        raise SchemaError(f"{path}: pattern repeats more than {MAX_REPEAT} times")
+    if _CLASS.search(pattern) and sum(bounds) > MAX_CLASS_REPEAT:
+        raise SchemaError(
+            f"{path}: pattern's counted repetitions of a character class add up to over "
+            f"{MAX_CLASS_REPEAT}"
+        )
+
+
+def _check_default(annotation: Any, default: Any, where: str) -> None:
+    """A default the host may fill in must be valid: the host never stores a record its own
+    model would refuse."""
+    try:
+        TypeAdapter(annotation).validate_python(default)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"]
+        raise SchemaError(
+            f"{where}: its default {str(default)[:80]!r} is invalid ({message})"
+        ) from None
+    except Exception as exc:  # a type pydantic cannot build an adapter for here
+        raise SchemaError(f"{where}: its default cannot be checked ({exc!r}"[:300] + ")") from None
 
 
 def _usable_name(name: str) -> bool:

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from maestro.domains.errors import StoreError, ToolError
+from maestro.domains.files import json_nodes
 from maestro.domains.runtime import OutcomeStatus, PreparedCall, Toolkit, ToolOutcome, ToolSpec
 from maestro.domains.sandbox.limits import SandboxLimits
 from maestro.domains.sandbox.process import (
@@ -70,6 +71,9 @@ class _MirrorState:
     sid: int
     generation: int = -1
     seen: dict[tuple[str, str], Any] = field(default_factory=dict)
+    # What the session has accepted from the child so far, against the per-session caps.
+    written_bytes: int = 0
+    written_nodes: int = 0
 
 
 @dataclass
@@ -345,7 +349,7 @@ class SandboxToolkit(Toolkit):
             )
         if reply.status is None:
             raise _Refused("the sandbox child sent a reply without a status")
-        writes = frame.decoded_data()
+        writes = frame.decoded_data(self.limits.max_write_nodes)
         if reply.status != "ok" and writes:
             raise _Refused(f"a call that ended {reply.status!r} cannot write")
         if reply.status == "timeout":
@@ -356,8 +360,23 @@ class SandboxToolkit(Toolkit):
         if writes:
             if spec.kind != "write":
                 raise _Refused("a READ tool's call wrote records; the sandbox refused them")
+            self._count_writes(session, frame.data)
             self._apply_writes(session, writes, seen)
         return frame.text, reply.status
+
+    def _count_writes(self, session: Session, data: bytes) -> None:
+        """Charge a call's writes to its session: what the host holds for a session grows only
+        by what the caps allow (a call's own caps bound one call, not a session of them)."""
+        mirror = self._mirror(session)
+        size, nodes = mirror.written_bytes + len(data), mirror.written_nodes + json_nodes(data)
+        limits = self.limits
+        if size > limits.max_session_write_bytes or nodes > limits.max_session_write_nodes:
+            raise _Refused(
+                f"the session's writes would reach {size} bytes and {nodes} JSON values; the "
+                f"sandbox allows {limits.max_session_write_bytes} and "
+                f"{limits.max_session_write_nodes} per session"
+            )
+        mirror.written_bytes, mirror.written_nodes = size, nodes
 
     def _apply_writes(
         self, session: Session, writes: Any, seen: dict[tuple[str, str], Any]
