@@ -231,6 +231,9 @@ class Session:
         self._journal: list[tuple[str, str, Any]] | None = None
         self._clock = clock
         self.closed = False
+        #: Shared by a session and its forks (one episode's): the sandbox serves each lineage
+        #: from a fresh worker, so no module state passes from one episode to another.
+        self.lineage = object()
 
     # ----- reads -------------------------------------------------------------------------------
 
@@ -447,6 +450,7 @@ class Session:
         """A new session starting from this session's current state (copy of the overlay only)."""
         other = Session(self._base, clock=self._clock)
         other._overlay = {t: dict(layer) for t, layer in self._overlay.items()}
+        other.lineage = self.lineage
         return other
 
     # ----- the overlay, for the sandbox's mirror of a session ----------------------------------

@@ -107,7 +107,7 @@ HOSTILE = [
         "import of 'os'", "sandbox", "a reply to another request",
     ),
     Hostile("garbage_bytes", 'import os, sys\nos.write(int(sys.argv[2]), b"garbage!" * 4)\nreturn "real"', "import of 'os'", "sandbox", "not a frame"),
-    Hostile("lone_surrogate", 'return "\\ud800"', None, "ok", "\ud800"),
+    Hostile("lone_surrogate", 'return "\\ud800"', None, "ok", "\ufffd"),
 ]  # fmt: skip
 
 

@@ -89,10 +89,15 @@ def main(argv: list[str]) -> int:
     _warm_up()
     disabled = options["disable"]
     layers = isolation.enter_namespaces(disabled)
-    isolation.fork_worker(layers["pid"] == isolation.ACTIVE, (in_fd, out_fd))
+    before = isolation.fork_worker(layers["pid"] == isolation.ACTIVE, (in_fd, out_fd))
     # ----- the worker, from here on -----
     worker = _Worker(init)
     layers.update(worker.isolate(disabled, layers["mount"]))
+    if before:  # a fresh worker for a new session: the host asks for its layers again
+        hello = read_blocking(in_fd)
+        if hello is None or hello.meta.get("op") != "hello":
+            return 3
+        seq, nonce = hello.meta.get("seq"), hello.meta.get("nonce")
     write_blocking(out_fd, encode({"seq": seq, "nonce": nonce, "ok": True, "layers": layers}))
     del first, init, seq, nonce
     return _serve(in_fd, out_fd, worker)
@@ -104,6 +109,9 @@ def _serve(in_fd: int, out_fd: int, worker: _Worker) -> int:
         if frame is None or frame.meta.get("op") == "exit":
             return 0
         seq, nonce = frame.meta.pop("seq", None), frame.meta.pop("nonce", None)
+        if frame.meta.get("op") == "recycle":  # the forking process starts a fresh worker
+            write_blocking(out_fd, encode({"seq": seq, "nonce": nonce, "recycled": True}))
+            os._exit(isolation.RECYCLE_STATUS)
         try:
             meta, text, data = worker.handle(frame)
             reply = encode({**meta, "seq": seq, "nonce": nonce}, text, data)

@@ -72,12 +72,20 @@ def enter_namespaces(disabled: Iterable[str]) -> dict[str, str]:
     return layers
 
 
-def fork_worker(pid_namespace: bool, close_in_parents: Iterable[int]) -> None:
-    """Fork the worker; returns only in the worker. The parents wait and exit with its status.
+#: The exit status of a worker the host asked to make way for a fresh one (``recycle``).
+RECYCLE_STATUS = 75
+
+
+def fork_worker(pid_namespace: bool, close_in_parents: Iterable[int]) -> int:
+    """Fork the worker; returns only in the worker: how many workers came before it. The
+    parents wait and exit with its status.
 
     With a PID namespace the first child is its init (PID 1), which forks the worker: an init
     with no signal handlers ignores signals the kernel sends it (RLIMIT_CPU's SIGXCPU), a
-    worker does not.
+    worker does not. The process that forks the worker holds no package code (the launcher
+    imported only what package code may use), so when a worker exits with
+    :data:`RECYCLE_STATUS` it forks a fresh one from that pristine state: a new session
+    meets none of the last one's module state.
     """
     fds = tuple(close_in_parents)
     if pid_namespace:
@@ -85,23 +93,37 @@ def fork_worker(pid_namespace: bool, close_in_parents: Iterable[int]) -> None:
         if init:
             _wait_and_exit(init, fds)
         _die_with_parent()
-    worker = os.fork()
-    if worker:
-        _wait_and_exit(worker, fds)
+    before = 0
+    while True:
+        worker = os.fork()
+        if not worker:
+            return before
+        status = _wait(worker)
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == RECYCLE_STATUS):
+            _exit_as(status, fds)
+        before += 1
 
 
 def _wait_and_exit(pid: int, fds: tuple[int, ...]) -> None:
     # The pipes belong to the worker: the host sees end of file as soon as it dies.
     for fd in fds:
         os.close(fd)
+    _exit_as(_wait(pid), ())
+
+
+def _wait(pid: int) -> int:
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            return os.waitpid(pid, 0)[1]
         except InterruptedError:
             continue
         except ChildProcessError:
             os._exit(3)
+
+
+def _exit_as(status: int, fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        os.close(fd)
     if os.WIFSIGNALED(status):
         os._exit(128 + os.WTERMSIG(status))
     os._exit(os.WEXITSTATUS(status))

@@ -135,6 +135,26 @@ class SandboxProcess:
         self.worker_pid = _leaf(self._proc.pid) if self._proc else None
         return self.layers
 
+    def recycle(self, timeout_s: float) -> None:
+        """Replace the worker by a fresh one forked from the process that holds no package
+        code (the next session meets nothing the last one left in module state); the caller
+        loads the package into it. ChildFailure (child killed) when the old worker does not
+        make way or the new one does not answer."""
+        old = self.worker_pid
+        reply = self.exchange({"op": "recycle"}, timeout_s=timeout_s, caps=BEGIN_CAPS)
+        if reply.meta.get("recycled") is not True:
+            raise self._breach("it did not make way for a fresh worker")
+        hello = self.exchange({"op": "hello"}, timeout_s=timeout_s, caps=HELLO_CAPS)
+        new = _leaf(self._proc.pid) if self._proc else None
+        # A worker cannot fork (seccomp, RLIMIT_NPROC): another pid, with the old one gone, is
+        # a fresh process, whatever the old one would have had the host believe.
+        if new is None or new == old or (old is not None and not stopped(old)):
+            raise self._breach("the same worker answered for a fresh one")
+        if hello.meta.get("ok") is not True or not isinstance(hello.meta.get("layers"), dict):
+            raise self._breach("the fresh worker did not start")
+        self.layers = {str(k): str(v)[:500] for k, v in hello.meta["layers"].items()}
+        self.worker_pid = new
+
     def _spawn(self) -> None:
         """A fresh interpreter running the child, with a pipe each way."""
         try:

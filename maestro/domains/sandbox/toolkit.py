@@ -122,6 +122,9 @@ class SandboxToolkit(Toolkit):
         self._sids = itertools.count(1)
         self._forgotten: list[int] = []
         self.restarts = 0
+        self.recycles = 0
+        # The lineage (a session and its forks) the current worker has served, if any.
+        self._serving: object | None = None
         self.closed = False
         self._spare: _Spare | None = None
         # Every child this toolkit runs, so that dropping the toolkit stops them too.
@@ -151,6 +154,7 @@ class SandboxToolkit(Toolkit):
             self._retire(self._process)
             self.restarts += 1
         self._process = None
+        self._serving = None
         try:
             self._process = self._started_spare(wait_s)
         except SandboxStartError as exc:
@@ -289,6 +293,7 @@ class SandboxToolkit(Toolkit):
         """Send the call with the session writes the child has not seen; returns its reply."""
         for _ in range(2):
             process = self._ensure_process(deadline - time.perf_counter())
+            self._serve_lineage(process, session.lineage, deadline)
             # What is left of the call's deadline once a restart was waited for.
             limit = max(deadline - time.perf_counter(), 0.05)
             mirror = self._mirror(session)
@@ -322,6 +327,21 @@ class SandboxToolkit(Toolkit):
             mirror.generation, mirror.seen = self._generation, now_seen
             return frame, mirror.seen
         raise ChildFailure("protocol", "the sandbox child lost the session twice")
+
+    def _serve_lineage(self, process: SandboxProcess, lineage: object, deadline: float) -> None:
+        """A worker serves one lineage of sessions (an episode and its forks): a call of
+        another one first gets a fresh worker, so module state one episode left (a list a
+        tool appended to) never reaches the next. Bounded by the call's deadline."""
+        if self._serving is not None and self._serving is not lineage:
+            wait_s = max(deadline - time.perf_counter(), 0.0) + self.limits.kill_grace_s
+            try:
+                boot(process, self.package, recycle=True, timeout_s=wait_s)
+            except SandboxStartError as exc:
+                self._discard_process()
+                raise ChildFailure("start", exc.reason) from None
+            self.recycles += 1
+            self._generation += 1
+        self._serving = lineage
 
     def _accept(
         self,
@@ -432,21 +452,32 @@ class SandboxToolkit(Toolkit):
 # ----- starting a child --------------------------------------------------------------------------
 
 
-def boot(process: SandboxProcess, package: Package) -> None:
-    """Start a child of a known package: it must describe the package exactly as the first
-    child did, and see the host's database (same state hash)."""
+def boot(
+    process: SandboxProcess,
+    package: Package,
+    *,
+    recycle: bool = False,
+    timeout_s: float | None = None,
+) -> None:
+    """Start a child of a known package (``recycle``: a fresh worker in a running child):
+    it must describe the package exactly as the first child did, and see the host's database
+    (same state hash). ``timeout_s`` bounds each step (the start's own limit by default)."""
     limits = package.launch.limits
+    step_s = limits.startup_timeout_s if timeout_s is None else timeout_s
     try:
-        process.start()
+        if recycle:
+            process.recycle(step_s)
+        else:
+            process.start()
         described = process.exchange(
-            {"op": "describe"}, None, timeout_s=limits.startup_timeout_s, caps=describe_caps(limits)
+            {"op": "describe"}, None, timeout_s=step_s, caps=describe_caps(limits)
         )
         if description_key(described.meta) != package.description:
             raise SandboxStartError("the sandbox child describes the package differently now")
         ready = process.exchange(
             {"op": "begin"},
             package.state.to_dict(),
-            timeout_s=limits.startup_timeout_s,
+            timeout_s=step_s,
             caps=BEGIN_CAPS,
         )
     except ChildFailure as exc:
