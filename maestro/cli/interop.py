@@ -8,6 +8,7 @@ import typer
 
 from maestro.cli.domains import load_or_exit
 from maestro.cli.inputs import seconds
+from maestro.cli.output import echo
 
 export_app = typer.Typer(help="Write a domain in another harness's format.", no_args_is_help=True)
 annotate_app = typer.Typer(
@@ -84,7 +85,7 @@ def serve_mcp(
             typer.echo(f"serving {domain.id} at http://{host}:{port}/mcp", err=True)
             serve_http(domain, options, host=host, port=port)
     except MCPServerError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -110,7 +111,7 @@ def export_tau2_cmd(
     try:
         result = export_tau2(domain, out, force=force)
     except Tau2ExportError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     for path in result.files:
         typer.echo(str(path))
@@ -140,7 +141,7 @@ def annotate_export(
         try:
             sheet = annotate_export_flow(str(target), n, seed, run_id)
         except AnnotationError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
     typer.echo(f"{sheet.items} assertions in batch {sheet.batch_id}")
     typer.echo(f"page: {sheet.html_path}")
@@ -164,7 +165,7 @@ def annotate_import(
             raise AnnotationError("the annotator needs a name")
         read_labels(file, annotator)
     except AnnotationError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     with flows_api() as prefect_ready:
         from maestro.flows.commands import annotate_import_flow
@@ -173,7 +174,7 @@ def annotate_import(
         try:
             result = annotate_import_flow(str(file), annotator, run_id)
         except AnnotationError as exc:  # items the lake does not hold: input errors too
-            typer.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
     typer.echo(
         f"{result.labelled} labels by {annotator} ({result.inserted} new, {result.updated} "
@@ -198,7 +199,7 @@ def annotate_agreement(
     try:
         report = agreement_report(Lake(), resamples=resamples)
     except AnnotationError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(report, indent=2) if as_json else render_report(report))
 

@@ -10,6 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from maestro.cli.inputs import seconds
+from maestro.cli.output import echo
 from maestro.cli.prefect_api import flows_api
 from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
 from maestro.settings import RunSettings
@@ -67,7 +68,7 @@ def _validate_or_exit(params: NightlyParams) -> None:
     try:
         domains = resolve_domains(params)
     except NightlyError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     for domain in domains:  # the flow loads them again; a sandboxed one's child ends now
         domain.close()

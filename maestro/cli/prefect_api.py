@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 
 import typer
 
+from maestro.cli.output import echo
 from maestro.flows.flow_logs import configure_flow_logging
 from maestro.flows.prefect_home import (
     PrefectHomeError,
@@ -46,14 +47,14 @@ def flows_api(
         try:
             api = stack.enter_context(use_prefect_api(host=host, port=port))
         except PrefectHomeError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
 
         def ready() -> None:
             try:
                 api.wait_ready()
             except PrefectHomeError as exc:
-                typer.echo(f"error: {exc}", err=True)
+                echo(f"error: {exc}", err=True)
                 raise typer.Exit(1) from None
             if not announce:
                 return

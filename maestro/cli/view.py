@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from maestro.cli.output import echo
+
 
 def view(
     run_id: str | None = typer.Argument(
@@ -29,7 +31,7 @@ def view(
     try:
         run = load_run(lake, run_id or latest_run(lake))
     except ViewError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     page = write_page(run, out or reports_dir())
     typer.echo(f"{len(run.episodes)} episodes, {len(run.tasks)} tasks of run {run.run_id}: {page}")

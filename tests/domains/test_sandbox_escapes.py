@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from maestro.cli.output import printable
 from maestro.domains import DomainLoadError, load_domain
 from maestro.domains.errors import Problem
 from maestro.domains.files import parse_json
@@ -326,3 +329,72 @@ def test_the_tool_graph_survives_an_answer_nested_past_the_recursion_limit(
     domain = load_domain(root, check_gold=False, trusted=True)
     graph = build_tool_graph(domain)  # raised RecursionError, before
     assert "deep" in graph.nodes
+
+
+# ----- the operator's terminal ------------------------------------------------------------------
+
+ESCAPES = "\x1b]52;c;cm0gLXJmIH4=\x1b\\\x1b]0;all good\x07\x1b[2K\x1b[1A\x1b[32mok\x1b[0m \u202e"
+
+
+def test_a_packages_text_never_drives_the_operators_terminal(tmp_path: Path) -> None:
+    tools = TOY_TOOLS + f"\nraise ValueError({ESCAPES!r})\n"
+    root = make_package(tmp_path, "toy", tools)
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "maestro"), "domains", "validate", str(root)],
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "TERM": "xterm-256color", "FORCE_COLOR": "1"},
+    )
+    shown = run.stdout + run.stderr
+    assert run.returncode != 0 and b"import failed: ValueError" in shown, shown[-2000:]
+    for sequence in (b"\x1b]52", b"\x1b]0;", b"\x1b[2K", b"\x1b[1A", "\u202e".encode()):
+        assert sequence not in shown
+    assert b"\\x1b]52;c;" in shown  # shown, escaped, for the operator to read
+    assert printable("a\tb\nc\x1b[0m\x9b") == "a\tb\nc\\x1b[0m\\x9b"
+
+
+# ----- the seccomp allowlist, on its own --------------------------------------------------------
+
+#: Loads the worker's filter in a fresh process (no audit hook, no other layer) and makes one
+#: system call; exits 0 when the call was allowed, and dies of SIGSYS when it was not.
+UNDER_FILTER = """
+import ctypes, fcntl, os, signal, sys
+from maestro.domains.sandbox.seccomp import Allowlist
+r, w = os.pipe()
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(256)
+assert Allowlist().load() == "active"
+what = sys.argv[1]
+if what == "setown":
+    fcntl.fcntl(r, fcntl.F_SETOWN, int(sys.argv[2]))
+elif what == "setsig":
+    fcntl.fcntl(r, 10, signal.SIGUSR1)
+elif what == "stat_path":
+    libc.syscall(262, -100, sys.argv[2].encode(), buf, 0x1000)  # AT_FDCWD, AT_EMPTY_PATH
+elif what == "held":
+    os.fstat(r)
+    fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_NONBLOCK)
+    fcntl.fcntl(r, fcntl.F_SETFD, fcntl.fcntl(r, fcntl.F_GETFD))
+os._exit(0)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="x86-64")
+@pytest.mark.parametrize(
+    ("what", "killed"),
+    [("setown", True), ("setsig", True), ("stat_path", True), ("held", False)],
+)
+def test_the_allowlist_refuses_signals_by_fcntl_and_stat_by_path(
+    what: str, killed: bool, tmp_path: Path
+) -> None:
+    victim = subprocess.Popen(["sleep", "30"])
+    argument = str(victim.pid) if what == "setown" else str(tmp_path)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", UNDER_FILTER, what, argument], capture_output=True, timeout=60
+        )
+    finally:
+        victim.kill()
+        victim.wait()
+    expected = -signal.SIGSYS if killed else 0
+    assert run.returncode == expected, run.stderr.decode()[-2000:]

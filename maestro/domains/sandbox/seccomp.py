@@ -18,14 +18,28 @@ import os
 
 _KILL_PROCESS = 0x80000000
 _ALLOW = 0x7FFF0000
+_CMP_LT = 2
 _CMP_EQ = 4
 _CMP_MASKED_EQ = 7
 _AT_EMPTY_PATH = 0x1000
+#: fcntl commands on a descriptor it holds: its flags (blocking, close-on-exec) and a copy.
+#: Not F_SETOWN/F_SETSIG/F_SETOWN_EX (with O_ASYNC the kernel would signal any process on the
+#: next I/O: a ``kill`` by another name), leases, locks or notifications.
+FCNTL_COMMANDS = {
+    "F_DUPFD": 0,
+    "F_GETFD": 1,
+    "F_SETFD": 2,
+    "F_GETFL": 3,
+    "F_SETFL": 4,
+    "F_DUPFD_CLOEXEC": 1030,
+}
+#: Descriptors are small numbers; AT_FDCWD (-100) is not one, as unsigned.
+_MAX_FD = 1 << 20
 
 #: Allowed whatever their arguments.
 ALLOWED = (
     # descriptors it holds: its pipes, /dev/null
-    "read", "write", "readv", "writev", "pread64", "close", "lseek", "fstat", "fcntl",
+    "read", "write", "readv", "writev", "pread64", "close", "lseek", "fstat",
     # memory
     "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
     # its own signals and timers (the deadline is a timer signal)
@@ -67,9 +81,13 @@ class Allowlist:
             self._allow("tgkill", _ArgCmp(0, _CMP_EQ, os.getpid(), 0))
             # Reading its own limits (resource.getrlimit), never setting one.
             self._allow("prlimit64", _ArgCmp(2, _CMP_EQ, 0, 0))
+            for command in FCNTL_COMMANDS.values():
+                self._allow("fcntl", _ArgCmp(1, _CMP_EQ, command, 0))
             # fstat of a descriptor it holds: glibc spells it newfstatat(fd, "", AT_EMPTY_PATH).
+            # A path cannot be checked here (seccomp sees a pointer), but the directory can:
+            # never the current one (AT_FDCWD), only a descriptor it holds (its pipes).
             flag = _ArgCmp(3, _CMP_MASKED_EQ, _AT_EMPTY_PATH, _AT_EMPTY_PATH)
-            self._allow("newfstatat", flag)
+            self._allow("newfstatat", flag, _ArgCmp(0, _CMP_LT, _MAX_FD, 0))
         except (OSError, AttributeError) as exc:
             self.status = f"unavailable: {exc}"
 
