@@ -178,9 +178,10 @@ def _tagging(n: int) -> str:
 
 def test_a_calls_writes_are_bounded_in_json_values_not_only_bytes(tmp_path: Path) -> None:
     root = make_package(tmp_path, "toy", _tagging(340_000), TAGGED_MODELS)
-    with unchecked(root) as domain:
+    # Each refusal restarts the child: the next call's deadline covers that wait too.
+    with unchecked(root, LIMITS.model_copy(update={"call_timeout_s": 30.0})) as domain:
         session = domain.start_session()
-        domain.toolkit.start()
+        domain.toolkit.start()  # type: ignore[attr-defined]
         host = Host([])
         for _ in range(5):  # 1 MiB of [] a call: 26 MB of host memory each, before
             out = domain.toolkit.call(session, "tag", {})
