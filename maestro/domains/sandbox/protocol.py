@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import time
 from dataclasses import dataclass
@@ -87,11 +88,11 @@ def _has_lone_surrogate(value: Any) -> bool:
 
 
 def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    # A str holds a surrogate only when one was decoded from an escape or surrogatepass: lone.
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def readable_text(raw: bytes) -> str:
