@@ -214,9 +214,11 @@ def parse_json(text: str, name: str, problems: list[Problem], where: str = "") -
     found: list[Problem] = []
     nodes, allowed = json_nodes(text), MAX_NODES_FREE + len(text) // BYTES_PER_NODE
     if nodes > allowed:
-        problems.append(
-            Problem(name, where, f"holds {nodes} JSON values, over the {allowed} its size allows")
-        )
+        if _deeper_than(text, MAX_DEPTH):  # the truer reason, when it is one
+            message = f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
+        else:
+            message = f"holds {nodes} JSON values, over the {allowed} its size allows"
+        problems.append(Problem(name, where, message))
         return None
 
     def at(line: int, col: int, message: str) -> None:
@@ -269,6 +271,18 @@ def json_nodes(data: bytes | str) -> int:
     return 1 + raw.count(b"[") + raw.count(b"{") + raw.count(b",")
 
 
+def _deeper_than(text: str, depth: int) -> bool:
+    """Whether brackets outside strings nest deeper than ``depth`` (only asked of a file
+    already refused, so its cost matters little)."""
+    level = 0
+    for bracket in _BRACKETS.findall(_STRINGS_TEXT.sub("", text)):
+        level += 1 if bracket in "[{" else -1
+        if level > depth:
+            return True
+    return False
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
 # Possessive: linear on any input, a string that never ends included.
 _STRINGS = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
 _STRINGS_TEXT = re.compile(r'"(?:[^"\\]++|\\.)*+"')
