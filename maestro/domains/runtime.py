@@ -396,9 +396,19 @@ def _explain(exc: ValidationError) -> list[str]:
     return out
 
 
-def _strip_titles(schema: Any) -> Any:
+#: Keywords whose value maps names (a parameter, a model) to schemas: a name there is never a
+#: keyword, so a parameter called ``title`` stays.
+_NAME_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+
+
+def _strip_titles(schema: Any, *, names: bool = False) -> Any:
+    """The schema without pydantic's ``title`` keywords (noise to a model)."""
     if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+        if names:
+            return {k: _strip_titles(v) for k, v in schema.items()}
+        return {
+            k: _strip_titles(v, names=k in _NAME_MAPS) for k, v in schema.items() if k != "title"
+        }
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema

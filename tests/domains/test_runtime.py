@@ -28,6 +28,26 @@ def test_schemas_come_from_signatures_and_docstrings(toy: Domain) -> None:
 
 
 @tool("read")
+def find_events_by_title(db: Database, title: str) -> list[str]:
+    """Find events by their title.
+
+    Args:
+        title: The event's title.
+    """
+    return [title]
+
+
+def test_a_parameter_named_title_keeps_its_property() -> None:
+    # Found by a capable-model check: stripping pydantic's "title" keywords also dropped the
+    # property named title, and the schema's "required" named a property it no longer had.
+    params = spec_from_function(find_events_by_title).openai_schema()["function"]["parameters"]
+    assert params["required"] == ["title"]
+    assert params["properties"] == {
+        "title": {"type": "string", "description": "The event's title."}
+    }
+
+
+@tool("read")
 def plan_visit(
     db: Database,
     when: date,
