@@ -10,12 +10,14 @@ from maestro.domains.models import (
     Action,
     DomainManifest,
     EvaluationCriteria,
+    ImportOrigin,
     InitialState,
     Provenance,
     RewardType,
     Task,
     UserInstructions,
     UserScenario,
+    UserTurn,
 )
 from maestro.domains.package import Domain, ReplayResult, TaskStateError, replay_calls, replay_gold
 from maestro.domains.runtime import Toolkit, ToolOutcome, ToolSpec
@@ -34,6 +36,7 @@ __all__ = [
     "DomainLoadError",
     "DomainManifest",
     "EvaluationCriteria",
+    "ImportOrigin",
     "InitialState",
     "Problem",
     "Provenance",
@@ -53,6 +56,7 @@ __all__ = [
     "Toolkit",
     "UserInstructions",
     "UserScenario",
+    "UserTurn",
     "compare_sessions",
     "inspect_package",
     "library_ids",
