@@ -51,8 +51,12 @@ OPENING = "Hi! Thanks for contacting us. How can I help you today?"
 
 
 def assistant_system_prompt(domain: Domain) -> str:
-    """The assistant's system prompt for a domain: served in episodes, trained on in datasets."""
+    """The assistant's system prompt for a domain, served in episodes and trained on in datasets:
+    the customer-service preamble around the policy, or the policy alone when the domain asks
+    for it (an imported benchmark's own instructions)."""
     m = domain.manifest
+    if m.system_prompt == "policy":
+        return domain.policy
     today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
     return ASSISTANT_PREAMBLE.format(
         name=m.name, description=m.description, today=today, policy=domain.policy
@@ -69,13 +73,26 @@ class Assistant:
         self.tools: list[dict[str, Any]] = domain.toolkit.schemas()
 
     async def respond(
-        self, history: Sequence[Message], *, episode: str, seed: int | None
+        self,
+        history: Sequence[Message],
+        *,
+        episode: str,
+        seed: int | None,
+        tools: list[str] | None = None,
     ) -> Completion:
+        """The assistant's next message; ``tools`` names the tools shown (None: all)."""
         messages: list[Message | dict[str, Any]] = [
             {"role": "system", "content": self.system},
             *history,
         ]
-        return await self.client.complete(messages, self.tools, episode=episode, seed=seed)
+        shown = self.tools if tools is None else shown_tools(self.tools, tools)
+        return await self.client.complete(messages, shown, episode=episode, seed=seed)
+
+
+def shown_tools(schemas: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+    """The schemas of the named tools, in the domain's order."""
+    wanted = set(names)
+    return [s for s in schemas if s["function"]["name"] in wanted]
 
 
 class UserSimulator:

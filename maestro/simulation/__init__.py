@@ -3,10 +3,12 @@
 from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.simulation.scripted import (
     GREETING,
+    by_turn,
     calls_trajectory,
     gold_trajectory,
     null_trajectory,
     perturbed_trajectory,
+    turns_trajectory,
 )
 
 __all__ = [
@@ -14,8 +16,10 @@ __all__ = [
     "Message",
     "ToolCall",
     "Trajectory",
+    "by_turn",
     "calls_trajectory",
     "gold_trajectory",
     "null_trajectory",
     "perturbed_trajectory",
+    "turns_trajectory",
 ]

@@ -128,7 +128,8 @@ async def run_batch(
                 limits = config.limits.model_copy(
                     update={"deadline_s": max(0.001, min(config.limits.deadline_s, left))}
                 )
-                user = UserSimulator(u_client, domain, task)
+                # A task with scripted turns is its own user.
+                user = None if task.user_turns else UserSimulator(u_client, domain, task)
                 result = await run_episode(
                     domain,
                     task,
