@@ -121,3 +121,58 @@ def agreement(pairs: Iterable[tuple[bool | None, bool | None]]) -> Agreement:
         else:
             out.checker_only += 1
     return out
+
+
+class YardstickRow(BaseModel):
+    """One yardstick trajectory of a task, scored both ways."""
+
+    task_id: str
+    kind: Literal["gold", "null", "perturbed"]
+    card_passed: bool
+    card_details: str
+    checker: ExternalVerdict
+
+    @property
+    def agree(self) -> bool | None:
+        return None if self.checker.passed is None else self.checker.passed == self.card_passed
+
+
+def yardstick_agreement(
+    domain: Domain, checker: ExternalChecker, tasks: Iterable[Task] | None = None
+) -> list[YardstickRow]:
+    """The gold, do-nothing and perturbed conversations of each task, scored by maestro's card
+    (deterministic criteria) and by the benchmark's checker. Expected: gold passes both,
+    the other two fail both."""
+    from maestro.domains.package import replay_gold
+    from maestro.scoring.scorer import Scorer
+    from maestro.simulation.scripted import (
+        gold_trajectory,
+        null_trajectory,
+        perturbed_trajectory,
+    )
+
+    scorer = Scorer(domain)
+    writes = {n for n, s in domain.toolkit.specs.items() if s.kind == "write"}
+    rows = []
+    for task in domain.tasks if tasks is None else tasks:
+        gold = replay_gold(domain, task)
+        built = {
+            "gold": gold_trajectory(domain, task),
+            "null": null_trajectory(domain, task),
+            "perturbed": perturbed_trajectory(domain, task, writes),
+        }
+        for kind, trajectory in built.items():
+            if trajectory is None:
+                continue
+            card = scorer.score(task, trajectory, gold)
+            why = "; ".join(f"{c.criterion.value}: {c.details[:200]}" for c in card.failures())
+            rows.append(
+                YardstickRow(
+                    task_id=task.id,
+                    kind=kind,
+                    card_passed=card.passed,
+                    card_details=why or "passed",
+                    checker=checker.check(task, trajectory),
+                )
+            )
+    return rows
