@@ -22,6 +22,11 @@ def bfcl(
     limit: int | None = typer.Option(None, min=1, help="Import only the first N entries."),
     lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
     lake: bool = typer.Option(True, help="Write the domains, tasks and a task set to the lake."),
+    agreement: bool = typer.Option(
+        False,
+        help="Then score every task's gold, do-nothing and perturbed conversations both ways"
+        " (maestro's card, BFCL's checker) and print where they agree.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON, last."),
 ) -> None:
     """Import a BFCL multi-turn category: one package per API-class combination, each entry a
@@ -66,6 +71,8 @@ def bfcl(
         finally:
             for d in domains:
                 d.close()
+    if agreement:
+        summary["agreement"] = _agreement(result.packages)
     for entry, why in result.skipped.items():
         typer.echo(f"skipped {entry}: {why}", err=True)
     if as_json:
@@ -77,3 +84,30 @@ def bfcl(
     )
     if lake:
         typer.echo(f"  lake: domains, tasks and task set bfcl/{category}")
+
+
+def _agreement(packages: list[Path]) -> dict[str, object]:
+    """The agreement table, printed; returned for --json."""
+    from maestro.flows.imports import yardsticks_both_ways
+    from maestro.scoring.external import agreement
+
+    rows = yardsticks_both_ways(packages)
+    table: dict[str, object] = {}
+    typer.echo("trajectory   n    both pass  both fail  disagree  checker error", err=True)
+    for kind in ("gold", "null", "perturbed"):
+        mine = [r for r in rows if r.kind == kind]
+        counts = agreement((r.card_passed, r.checker.passed) for r in mine)
+        table[kind] = counts.model_dump()
+        typer.echo(
+            f"{kind:<10} {counts.trajectories:>4} {counts.both_pass:>10} {counts.both_fail:>10}"
+            f" {counts.disagree:>9} {counts.no_verdict:>14}",
+            err=True,
+        )
+    disagreements = [r for r in rows if r.agree is False]
+    for r in disagreements:
+        side = "maestro passes, BFCL fails" if r.card_passed else "BFCL passes, maestro fails"
+        typer.echo(f"  {r.task_id} {r.kind}: {side}; {r.changed or ''}", err=True)
+        typer.echo(f"    maestro: {r.card_details[:300]}", err=True)
+        typer.echo(f"    BFCL: {r.checker.status} {r.checker.details[:300]}", err=True)
+    table["disagreements"] = [r.model_dump() for r in disagreements]
+    return table

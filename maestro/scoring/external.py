@@ -131,6 +131,8 @@ class YardstickRow(BaseModel):
     card_passed: bool
     card_details: str
     checker: ExternalVerdict
+    #: For a perturbed conversation: the call that differs from the gold one, before -> after.
+    changed: str | None = None
 
     @property
     def agree(self) -> bool | None:
@@ -173,6 +175,19 @@ def yardstick_agreement(
                     card_passed=card.passed,
                     card_details=why or "passed",
                     checker=checker.check(task, trajectory),
+                    changed=_changed(built["gold"], trajectory) if kind == "perturbed" else None,
                 )
             )
     return rows
+
+
+def _changed(gold: Trajectory | None, other: Trajectory) -> str | None:
+    """The first call of ``other`` that differs from the gold conversation's."""
+    if gold is None:
+        return None
+    mine, theirs = gold.assistant_calls(), other.assistant_calls()
+    for a, b in zip(mine, theirs, strict=False):
+        if (a.name, a.arguments) != (b.name, b.arguments):
+            return f"{a.name}({a.arguments}) -> {b.name}({b.arguments})"
+    extra = theirs[len(mine) :]
+    return f"+ {extra[0].name}({extra[0].arguments})" if extra else None

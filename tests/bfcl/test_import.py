@@ -97,7 +97,7 @@ def test_only_the_vetted_names_may_be_imported() -> None:
 def test_a_ground_truth_that_breaks_bfcls_own_doc_is_named() -> None:
     doc = {"parameters": {"properties": {"ticket_id": {"type": "integer"}}}}
     assert type_problem("close_ticket", {"ticket_id": "ticket_001"}, doc) == (
-        "close_ticket(ticket_id='ticket_001'): BFCL's doc says integer"
+        "ticket_id='ticket_001' is not integer, as BFCL's doc of close_ticket says"
     )
     assert type_problem("close_ticket", {"ticket_id": 1}, doc) is None
     assert type_problem("close_ticket", {"ticket_id": True}, doc) is not None

@@ -297,7 +297,7 @@ def type_problem(name: str, arguments: dict[str, Any], doc: dict[str, Any]) -> s
         if kinds and (
             not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))
         ):
-            return f"{name}({arg}={value!r}): BFCL's doc says {props[arg]['type']}"
+            return f"{arg}={value!r} is not {props[arg]['type']}, as BFCL's doc of {name} says"
     return None
 
 
