@@ -4,7 +4,7 @@ Never calls an LLM.
 """
 
 from maestro.domains.errors import DomainLoadError, Problem, StoreError, ToolError
-from maestro.domains.library import library_ids, library_path
+from maestro.domains.library import domain_path, library_ids, library_path
 from maestro.domains.loader import inspect_package, load_domain
 from maestro.domains.models import (
     Action,
@@ -58,6 +58,7 @@ __all__ = [
     "UserScenario",
     "UserTurn",
     "compare_sessions",
+    "domain_path",
     "inspect_package",
     "library_ids",
     "library_path",

@@ -65,6 +65,8 @@ def tau2_task(task: Task, domain: Domain) -> tuple[dict[str, Any], dict[str, Any
         "provenance": data.pop("provenance"),
         "ordered_actions": crit.pop("ordered_actions"),
         "forbidden_actions": crit.pop("forbidden_actions"),
+        "user_turns": data.pop("user_turns"),
+        "hidden_tools": data.pop("hidden_tools"),
     }
     crit["env_assertions"] = None
     data["ticket"] = None
@@ -152,6 +154,11 @@ def _losses(task: Task) -> list[str]:
         out.append(f"{task.id}: forbidden_actions are not checked by tau2 (kept in extras)")
     if crit.ordered_actions:
         out.append(f"{task.id}: ordered_actions: tau2 matches actions in any order")
+    if task.user_turns or task.hidden_tools:
+        out.append(
+            f"{task.id}: scripted user turns and hidden tools: tau2 simulates its user and shows"
+            " every tool (kept in extras)"
+        )
     state = task.initial_state
     if state and any(
         r is None for rows in state.initialization_data.values() for r in rows.values()
@@ -249,7 +256,7 @@ def _toolkit(domain: Domain, tools_src: str, pkg: str, prefix: str, clock: str |
         "",
         f"from {pkg} import tool_impl",
         f"from {pkg}.data_model import {prefix}DB",
-        f"from {pkg}.maestro_sdk import Database",
+        f"from {pkg}.maestro_sdk import Database, typed, validate_arguments",
     ]
     if imported:
         header.append(f"from {pkg}.tool_impl import {', '.join(imported)}  # noqa: F401")
@@ -300,12 +307,15 @@ class {prefix}Tools(ToolKitBase):
         super().__init__(db)
 
     def _run(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        # Writes land in the view and reach the DB only when the tool returns: a tool that
-        # raises (a business-rule violation is a ValueError) changes nothing.
+        # Arguments are validated as maestro validates them (strict JSON types), so a wrong
+        # type is the call's error rather than a crash inside the tool. Writes land in the
+        # view and reach the DB only when the tool returns: a tool that raises (a
+        # business-rule violation is a ValueError) changes nothing.
+        kwargs = validate_arguments(fn, kwargs)
         view = Database(self.db, CLOCK)
         result = fn(view, **kwargs)
         view.commit()
-        return result
+        return typed(result)
 
 '''
 
@@ -315,14 +325,62 @@ Tools read and write plain JSON records through ``Database``; writes are buffere
 to the DB by ``commit()``, after the tool returned.
 """
 
+import inspect
+import json
+import typing
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import cache
 from typing import Any, Callable, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model
 
 ToolKind = Literal["read", "write"]
 _DELETED = object()
+
+
+class ToolResult(RootModel[Any]):
+    """A tool's answer, as a model: tau2 turns a plain dict's numbers and booleans into strings
+    (its to_json_str), but sends a model's dump as it is, so the agent reads what maestro's
+    assistant reads."""
+
+
+def typed(result: Any) -> Any:
+    if result is None or isinstance(result, str | BaseModel):
+        return result
+    return ToolResult(result)
+
+
+@cache
+def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for p in list(inspect.signature(fn).parameters.values())[1:]:
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints.get(p.name, Any), Field(default))
+    config = ConfigDict(extra="forbid", strict=True)
+    return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
+
+
+def validate_arguments(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments checked as maestro's runtime checks them (strict JSON types: "5" is not
+    an integer, dates come as ISO strings); a ToolError naming each problem otherwise."""
+    model = _arguments_model(fn)
+    try:
+        valid = model.model_validate_json(json.dumps(kwargs, default=str))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            if err["type"] == "missing":
+                problems.append(f"missing required argument {loc!r}")
+            elif err["type"] == "extra_forbidden":
+                problems.append(f"unexpected argument {loc!r}")
+            else:
+                got = json.dumps(err.get("input"), default=str)
+                problems.append(f"argument {loc!r}: {err['msg']} (got {got})")
+        raise ToolError(f"invalid arguments for {fn.__name__}: {'; '.join(problems)}") from None
+    return {name: getattr(valid, name) for name in model.model_fields}
 
 
 class ToolError(ValueError):
@@ -540,10 +598,14 @@ register the domain in `src/tau2/registry.py`:
 ```python
 from {pkg}.environment import get_environment as {id}_get_environment
 from {pkg}.environment import get_tasks as {id}_get_tasks
+from {pkg}.environment import get_tasks_split as {id}_get_tasks_split
 
 registry.register_domain({id}_get_environment, "{id}")
-registry.register_tasks({id}_get_tasks, "{id}")
+registry.register_tasks({id}_get_tasks, "{id}", get_task_splits={id}_get_tasks_split)
 ```
+
+`split_tasks.json` holds the splits `train`, `dev`, `test` and `base` (every task); run a split
+with `tau2 run --domain {id} --task-split-name test ...`.
 
 `maestro_extras.json` keeps what tau2's task format has no field for; tau2 ignores it.
 """

@@ -69,7 +69,8 @@ def test_simulate_accepts_an_imported_package(
     out, _, _ = imported
     package = str(out / "bfcl_gorilla")
     with ScriptedServer(ServerConfig(mode="oracle", domain_paths=[package])) as server:
-        env = {f"MAESTRO_{r}__BASE_URL": server.base_url for r in ("ASSISTANT", "USER", "JUDGE")}
+        roles = ("ASSISTANT", "USER", "JUDGE", "CODEGEN")
+        env = {f"MAESTRO_{r}__BASE_URL": server.base_url for r in roles}
         proc = run("simulate", "--domain", package, "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])

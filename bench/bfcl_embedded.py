@@ -1,0 +1,121 @@
+"""The embedded model on BFCL tasks, scored both ways: maestro's card and BFCL's checker.
+
+Imports a category into a temporary folder, takes N tasks round-robin over its packages (the
+first task of each package, then the second...), runs them with the embedded local model as
+the assistant (the tasks script their user), scores every episode both ways, and prints one
+line per episode, the agreement counts and rate, then a JSON object last.
+
+    .venv/bin/python bench/bfcl_embedded.py [--category multi_turn_base] [--tasks 20]
+        [--max-steps 6] [--deadline-s 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from maestro.agents.settings import LLMSettings
+from maestro.domains import Domain, load_domain
+from maestro.domains.importers.bfcl import import_category
+from maestro.flows.endpoints import model_endpoints
+from maestro.flows.simulate import score_batch
+from maestro.scoring import agreement
+from maestro.simulation.episode import EpisodeLimits, EpisodeResult
+from maestro.simulation.runner import BatchConfig, EpisodeJob, make_jobs, run_batch
+
+
+def pick(domains: list[Domain], n: int) -> list[EpisodeJob]:
+    """N tasks, round-robin over the packages."""
+    queues = [make_jobs(d, None, trials=1) for d in sorted(domains, key=lambda d: d.id)]
+    jobs: list[EpisodeJob] = []
+    while len(jobs) < n and any(queues):
+        for q in queues:
+            if q and len(jobs) < n:
+                jobs.append(q.pop(0))
+    return jobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--category", default="multi_turn_base")
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--max-steps", type=int, default=6)
+    parser.add_argument("--deadline-s", type=float, default=1800.0)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs"))
+    args = parser.parse_args()
+    # A timeout's SIGTERM unwinds the with-blocks, so the embedded model and the sandbox
+    # children stop with this process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    folder = Path(tempfile.mkdtemp(prefix="maestro-bfcl-embedded-"))
+    imported = import_category(args.category, folder)
+    domains = {d.id: d for d in (load_domain(p, check_gold=False) for p in imported.packages)}
+    jobs = pick(list(domains.values()), args.tasks)
+    limits = EpisodeLimits(
+        max_turns=20, max_steps_per_turn=args.max_steps, deadline_s=args.deadline_s
+    )
+    config = BatchConfig(concurrency=1, limits=limits, batch_deadline_s=24 * 3600.0)
+    started = time.perf_counter()
+
+    def progress(e: EpisodeResult) -> None:
+        print(
+            f"# {e.task_id}: {e.termination.value} after {e.llm_calls} LLM calls,"
+            f" {e.tool_calls} tool calls, {e.duration_s:.0f} s ({time.perf_counter() - started:.0f} s in)",
+            flush=True,
+        )
+
+    with model_endpoints(LLMSettings(), args.run_dir) as (settings, urls):
+        batch = asyncio.run(run_batch(jobs, settings, urls, config, on_episode=progress))
+    wall = time.perf_counter() - started
+    rows = []
+    for domain_id in sorted({e.domain_id for e in batch.episodes}):
+        part = batch.model_copy(
+            update={"episodes": [e for e in batch.episodes if e.domain_id == domain_id]}
+        )
+        cards = asyncio.run(score_batch(domains[domain_id], part, settings, None))
+        for e, card in zip(part.episodes, cards, strict=True):
+            assert card.external is not None
+            row = {
+                "task": e.task_id,
+                "domain": domain_id,
+                "termination": e.termination.value,
+                "error": e.error,
+                "llm_calls": e.llm_calls,
+                "tool_calls": e.tool_calls,
+                "maestro_reward": card.reward,
+                "maestro_failed": [c.criterion.value for c in card.failures()],
+                "bfcl": card.external.status,
+                "bfcl_error_type": card.external.error_type,
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    counts = agreement(
+        (r["maestro_reward"] == 1.0, {"pass": True, "fail": False}.get(str(r["bfcl"])))
+        for r in rows
+    )
+    for d in domains.values():
+        d.close()
+    print(f"agreement: {counts.model_dump()} rate {counts.rate}", flush=True)
+    print(
+        json.dumps(
+            {
+                "category": args.category,
+                "episodes": len(rows),
+                "wall_s": round(wall, 1),
+                "llm_calls": len(batch.llm_calls),
+                "agreement": counts.model_dump(),
+                "agreement_rate": counts.rate,
+                "rows": rows,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
