@@ -34,7 +34,7 @@ def export(out: Path) -> None:
     gold: dict[str, dict[str, list[str]]] = {}
     for domain_id in library_ids():
         domain = load_domain(library_path(domain_id))
-        export_tau2(domain, out)
+        export_tau2(domain, out, force=True)  # the three domains share the tree
         gold[domain_id] = {
             t.id: [o.content for o in replay_gold(domain, t).outcomes] for t in domain.tasks
         }

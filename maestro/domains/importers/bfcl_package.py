@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from maestro.domains import files
 from maestro.domains.errors import Problem
 
 BENCHMARK = "bfcl"
@@ -209,8 +210,11 @@ def vetted_imports(
 ) -> tuple[dict[str, tuple[str, ...]], list[Problem]]:
     """What the sandbox child may let this package's tools.py import: the runtime's
     ``call_api`` and its classes' modules, when tools.py is the importer's own output."""
+    problems: list[Problem] = []
+    source = files.read_text(root, "tools.py", problems)
+    if source is None:
+        return {}, problems or [Problem("tools.py", "", "missing")]
     try:
-        source = (root / "tools.py").read_text(encoding="utf-8")
         classes = classes_of(source)
         installed = bfcl_version()
         if version != installed:
@@ -229,7 +233,7 @@ def vetted_imports(
                 "tools.py is not the file maestro's BFCL importer writes for its API_CLASSES"
                 " (edited?); re-import the category"
             )
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, BfclDataError) as exc:
+    except (OSError, SyntaxError, ValueError, BfclDataError) as exc:
         return {}, [Problem("tools.py", "", f"imported from {BENCHMARK}: {exc}")]
     # The API modules first: the runtime looks at the classes loaded when it loads.
     vetted: dict[str, tuple[str, ...]] = {c.module: () for c in classes}
