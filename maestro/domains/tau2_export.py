@@ -364,7 +364,9 @@ def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
 
 def validate_arguments(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The arguments checked as maestro's runtime checks them (strict JSON types: "5" is not
-    an integer, dates come as ISO strings); a ToolError naming each problem otherwise."""
+    an integer, dates come as ISO strings); a ToolError naming each problem otherwise. The
+    messages are those of maestro.domains.runtime, written out here: the export imports
+    nothing of maestro."""
     model = _arguments_model(fn)
     try:
         valid = model.model_validate_json(json.dumps(kwargs, default=str))

@@ -18,7 +18,7 @@ from maestro.domains import Domain, library_path, load_domain, replay_gold
 from maestro.domains.tau2_export import export_tau2
 
 from ..conftest import FIXTURES
-from ..domains.test_tau2_export import STUB
+from ..domains.test_tau2_export import run_exported
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 DOCS = Path(__file__).parents[2] / "docs"
@@ -86,28 +86,9 @@ def test_tool_results_reach_a_tau2_agent_typed_and_bad_arguments_are_named(
     hotel: Domain, tmp_path: Path
 ) -> None:
     export_tau2(hotel, tmp_path)
-    root = tmp_path / "src/tau2"
-    for rel, text in {**STUB, "to_json.py": TO_JSON_STR}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        if not (root / rel).exists():
-            (root / rel).write_text(text)
     tasks = [t for t in hotel.tasks if t.initial_state is None]
     calls = [[(a.name, a.arguments) for a in t.gold_actions] for t in tasks]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CALLS,
-            json.dumps(calls),
-            str(tmp_path / "data/tau2/domains/hotel/db.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PYTHONPATH": str(tmp_path / "src"), "PATH": "/usr/bin:/bin"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
+    got = run_exported(tmp_path, CALLS, calls, {"to_json.py": TO_JSON_STR})
     compared = typed = 0
     for task, texts in zip(tasks, got["texts"], strict=True):
         for outcome, text in zip(replay_gold(hotel, task).outcomes, texts, strict=True):
