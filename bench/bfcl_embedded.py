@@ -19,15 +19,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from maestro.agents.settings import LLMSettings
-from maestro.domains import Domain, load_domain
+from maestro.domains import Domain
 from maestro.domains.importers.bfcl import import_category
 from maestro.flows.endpoints import model_endpoints
-from maestro.flows.simulate import score_batch
-from maestro.scoring import agreement
+from maestro.scoring import Scorer, agreement, external_checker
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
-from maestro.simulation.runner import BatchConfig, EpisodeJob, make_jobs, run_batch
+from maestro.simulation.runner import BatchConfig, DomainCache, EpisodeJob, make_jobs, run_batch
 
 
 def pick(domains: list[Domain], n: int) -> list[EpisodeJob]:
@@ -55,52 +55,53 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="maestro-bfcl-embedded-"))
     imported = import_category(args.category, folder)
-    domains = {d.id: d for d in (load_domain(p, check_gold=False) for p in imported.packages)}
+    cache = DomainCache()  # the batch and the scoring share each domain's sandbox child
+    domains = {d.id: d for d in (cache.get(str(p)) for p in imported.packages)}
     jobs = pick(list(domains.values()), args.tasks)
     limits = EpisodeLimits(
         max_turns=20, max_steps_per_turn=args.max_steps, deadline_s=args.deadline_s
     )
     config = BatchConfig(concurrency=1, limits=limits, batch_deadline_s=24 * 3600.0)
     started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    checkers: dict[str, Any] = {}
 
-    def progress(e: EpisodeResult) -> None:
-        print(
-            f"# {e.task_id}: {e.termination.value} after {e.llm_calls} LLM calls,"
-            f" {e.tool_calls} tool calls, {e.duration_s:.0f} s ({time.perf_counter() - started:.0f} s in)",
-            flush=True,
-        )
+    def scored(e: EpisodeResult) -> None:
+        """Score each episode both ways as it ends, so a run cut short still reports."""
+        domain = domains[e.domain_id]
+        task = domain.task(e.task_id)
+        card = Scorer(domain).score(task, e.trajectory)
+        if e.domain_id not in checkers:
+            checkers[e.domain_id] = external_checker(domain)
+        verdict = checkers[e.domain_id].check(task, e.trajectory)
+        row = {
+            "task": e.task_id,
+            "domain": e.domain_id,
+            "termination": e.termination.value,
+            "error": (e.error or "")[:200] or None,
+            "llm_calls": e.llm_calls,
+            "tool_calls": e.tool_calls,
+            "duration_s": round(e.duration_s),
+            "maestro_reward": card.reward,
+            "maestro_failed": [c.criterion.value for c in card.failures()],
+            "bfcl": verdict.status,
+            "bfcl_error_type": verdict.error_type,
+        }
+        rows.append(row)
+        print(json.dumps(row), f"({time.perf_counter() - started:.0f} s in)", flush=True)
 
-    with model_endpoints(LLMSettings(), args.run_dir) as (settings, urls):
-        batch = asyncio.run(run_batch(jobs, settings, urls, config, on_episode=progress))
+    try:
+        with model_endpoints(LLMSettings(), args.run_dir) as (settings, urls):
+            batch = asyncio.run(run_batch(jobs, settings, urls, config, cache, on_episode=scored))
+    finally:
+        for c in checkers.values():
+            c.close()
+        cache.close()
     wall = time.perf_counter() - started
-    rows = []
-    for domain_id in sorted({e.domain_id for e in batch.episodes}):
-        part = batch.model_copy(
-            update={"episodes": [e for e in batch.episodes if e.domain_id == domain_id]}
-        )
-        cards = asyncio.run(score_batch(domains[domain_id], part, settings, None))
-        for e, card in zip(part.episodes, cards, strict=True):
-            assert card.external is not None
-            row = {
-                "task": e.task_id,
-                "domain": domain_id,
-                "termination": e.termination.value,
-                "error": e.error,
-                "llm_calls": e.llm_calls,
-                "tool_calls": e.tool_calls,
-                "maestro_reward": card.reward,
-                "maestro_failed": [c.criterion.value for c in card.failures()],
-                "bfcl": card.external.status,
-                "bfcl_error_type": card.external.error_type,
-            }
-            rows.append(row)
-            print(json.dumps(row), flush=True)
     counts = agreement(
         (r["maestro_reward"] == 1.0, {"pass": True, "fail": False}.get(str(r["bfcl"])))
         for r in rows
     )
-    for d in domains.values():
-        d.close()
     print(f"agreement: {counts.model_dump()} rate {counts.rate}", flush=True)
     print(
         json.dumps(
