@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field

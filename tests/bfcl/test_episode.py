@@ -7,10 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
+from maestro.agents.judging import Judging
 from maestro.agents.scripted_server import Reply, ScriptedCall, ScriptedServer, ServerConfig
 from maestro.domains import Domain, load_domain
 from maestro.domains.importers.bfcl import ImportResult
-from maestro.flows.simulate import report, score_batch
+from maestro.flows.simulate import report, score_episodes
 from maestro.simulation.episode import EpisodeLimits, Termination
 from maestro.simulation.runner import BatchConfig, make_jobs, run_batch
 
@@ -24,7 +25,7 @@ def test_bfcl_episodes_end_after_the_script_and_score_both_ways(gorilla: Domain)
     config = ServerConfig(mode="oracle", domain_paths=[str(gorilla.path)])
     with ScriptedServer(config) as server:
         batch = asyncio.run(run_batch(jobs, settings, urls(server), BatchConfig(concurrency=4)))  # type: ignore[arg-type]
-        cards = asyncio.run(score_batch(gorilla, batch, settings, None))
+        cards = asyncio.run(score_episodes(gorilla, batch.episodes, Judging.off()))
         calls = dict(server.model.stats.calls)
     assert "user" not in calls  # the task is the user: the simulator is never asked
     assert {e.termination for e in batch.episodes} == {Termination.USER_STOP}
@@ -44,7 +45,7 @@ def test_doing_nothing_fails_both_ways(gorilla: Domain) -> None:
     settings = fast_settings()
     with ScriptedServer(ServerConfig(mode="nothing", domain_paths=[str(gorilla.path)])) as server:
         batch = asyncio.run(run_batch(jobs, settings, urls(server)))  # type: ignore[arg-type]
-        cards = asyncio.run(score_batch(gorilla, batch, settings, None))
+        cards = asyncio.run(score_episodes(gorilla, batch.episodes, Judging.off()))
     assert not any(c.passed for c in cards)
     assert {c.external.status for c in cards if c.external} == {"fail"}
 
@@ -99,7 +100,7 @@ def test_any_domain_can_script_its_user_and_the_turn_limit_still_holds(tmp_path:
         server.script(episode, "assistant", [Reply(content="Bye.")])
         batch = asyncio.run(run_batch([job], fast_settings(), urls(server)))  # type: ignore[arg-type]
         server.assert_done()
-        cards = asyncio.run(score_batch(domain, batch, fast_settings(), None))
+        cards = asyncio.run(score_episodes(domain, batch.episodes, Judging.off()))
         # The same script with a turn limit of four: the episode stops at the limit.
         server.script(episode, "assistant", [Reply(content="Hello C1."), Reply(content="No.")])
         limited = BatchConfig(limits=EpisodeLimits(max_turns=4))

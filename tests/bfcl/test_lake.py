@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.domains import load_domain
 from maestro.storage import Lake, LakeSettings
+from maestro.storage.rows import DomainRow, EvaluationRow, ScoreRow, TaskRow, TaskSetRow
 from maestro.training.datasets import build_sft
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
@@ -48,13 +48,13 @@ def test_the_import_writes_domains_tasks_and_a_task_set(
 ) -> None:
     out, lake, summary = imported
     assert summary["tasks"] == 6 and summary["skipped"] == {}
-    tasks = lake.read("tasks").collect()
-    assert tasks.height == 6 and set(tasks["source"]) == {"imported"}
-    sets = lake.read("task_sets").filter(pl.col("task_set_id") == "bfcl/multi_turn_base")
-    assert len(sets.collect()["tasks"][0]) == 6
-    domains = lake.read("domains").collect()
-    assert sorted(domains["domain_id"]) == sorted(p.name for p in out.iterdir())
-    assert set(domains["source"]) == {"imported"}
+    tasks = lake.rows(TaskRow)
+    assert len(tasks) == 6 and {t.source for t in tasks} == {"imported"}
+    (task_set,) = lake.rows(TaskSetRow, task_set_id="bfcl/multi_turn_base")
+    assert len(task_set.tasks or []) == 6
+    domains = lake.rows(DomainRow)
+    assert sorted(d.domain_id for d in domains) == sorted(p.name for p in out.iterdir())
+    assert {d.source for d in domains} == {"imported"}
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -145,6 +145,6 @@ def test_a_trained_models_bfcl_score_lands_in_evaluations(
     ((checker, counts),) = external.items()
     assert checker.startswith("bfcl-eval==") and counts["episodes"] == 6
     assert counts["passed"] == 0 and counts["pass_rate"] == 0.0  # random weights solve nothing
-    scores = lake.read("scores").filter(pl.col("assistant_model") == "tiny").collect()
-    assert scores.height == 6 and set(scores["external_status"]) == {"fail"}
-    assert lake.read("evaluations").collect()["evaluation_id"].to_list() == [row["evaluation_id"]]
+    scores = lake.rows(ScoreRow, assistant_model="tiny")
+    assert len(scores) == 6 and {s.external_status for s in scores} == {"fail"}
+    assert lake.values(EvaluationRow, "evaluation_id") == [row["evaluation_id"]]

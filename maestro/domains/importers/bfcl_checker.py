@@ -122,7 +122,7 @@ class BfclChecker:
                 "check",
                 entry=entry,
                 ground_truth=ground_truth,
-                model_turns=turns,
+                answer_turns=turns,
                 category=category,
             )
         except (BfclDataError, OSError, ValueError) as exc:

@@ -319,7 +319,7 @@ def check(
     db: Database,
     entry: dict[str, Any],
     ground_truth: list[list[str]],
-    model_turns: list[list[list[str]]],
+    answer_turns: list[list[list[str]]],
     category: str,
 ) -> dict[str, Any]:
     """BFCL's multi-turn checker on one entry.
@@ -327,10 +327,11 @@ def check(
     Args:
         entry: The test entry (id, initial_config, involved_classes).
         ground_truth: BFCL's ground-truth call strings per turn.
-        model_turns: The model's call strings per turn and step.
+        answer_turns: The model's call strings per turn and step (``model_*`` names are
+            pydantic's own).
         category: The test category.
     """
-    return run_checker(entry, ground_truth, model_turns, category)
+    return run_checker(entry, ground_truth, answer_turns, category)
 '''
 
 
