@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from maestro.agents.settings import LLMSettings
+from maestro.agents.settings import LLMSettings, Role
 from maestro.domains import Domain
 from maestro.domains.importers.bfcl import import_category
 from maestro.flows.endpoints import model_endpoints
@@ -97,8 +97,10 @@ def main() -> None:
         print(json.dumps(row), f"({time.perf_counter() - started:.0f} s in)", flush=True)
 
     try:
-        with model_endpoints(LLMSettings(), args.run_dir) as (settings, urls):
-            batch = asyncio.run(run_batch(jobs, settings, urls, config, cache, on_episode=scored))
+        # The tasks script their user: only the assistant is called.
+        assistant: list[Role] = ["assistant"]
+        with model_endpoints(LLMSettings(), assistant, args.run_dir) as settings:
+            batch = asyncio.run(run_batch(jobs, settings, None, config, cache, on_episode=scored))
     finally:
         for c in checkers.values():
             c.close()
