@@ -396,9 +396,15 @@ def _explain(exc: ValidationError) -> list[str]:
     return out
 
 
-def _strip_titles(schema: Any) -> Any:
+def _strip_titles(schema: Any, *, names: bool = False) -> Any:
+    """pydantic's ``title`` keywords, not a parameter named ``title``: the keys of
+    ``properties`` and ``$defs`` (``names``) are names, kept whatever they are."""
     if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+        return {
+            k: _strip_titles(v, names=k in ("properties", "$defs") and not names)
+            for k, v in schema.items()
+            if names or k != "title"
+        }
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema
