@@ -16,5 +16,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # llama-cpp-python builds from source (about 5 minutes once; pip caches the wheel). A
     # portable build: the CPU features of the build machine are not assumed.
     CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[dev,train]"
+    # BFCL's data, API classes and checker (maestro import bfcl): without its pinned dependencies
+    # (model SDKs, torch extras); what its multi-turn code imports (mpmath) is in pyproject.toml.
+    .venv/bin/python -m pip install --quiet --no-deps -c constraints.txt bfcl-eval
     echo "$want" > "$stamp"
 fi

@@ -20,6 +20,7 @@ from maestro.agents.settings import LLMSettings, RoleSettings
 from maestro.conversation import Trajectory
 from maestro.domains.package import Domain
 from maestro.scoring.card import ScoreCard
+from maestro.scoring.external import check_externally
 from maestro.scoring.scorer import Scorer
 
 
@@ -82,8 +83,21 @@ async def score_all(
         raise ValueError(f"{len(labels)} labels for {len(trajectories)} conversations")
     if judging.judge is None:
         scorer = Scorer(domain)
-        return [scorer.score(domain.task(t.task_id), t) for t in trajectories]
-    settings = judging.judge
+        cards = [scorer.score(domain.task(t.task_id), t) for t in trajectories]
+    else:
+        cards = await _judged(domain, trajectories, judging.judge, labels, recorder)
+    # An imported task's benchmark checker on the same conversations, beside maestro's card.
+    check_externally(domain, trajectories, cards)
+    return cards
+
+
+async def _judged(
+    domain: Domain,
+    trajectories: Sequence[Trajectory],
+    settings: RoleSettings,
+    labels: Sequence[str] | None,
+    recorder: CallRecorder | None,
+) -> list[ScoreCard]:
     async with Endpoints(_PerUnit(recorder) if recorder is not None else None) as endpoints:
         scorer = Scorer(domain, LLMJudge(endpoints.client("judge", settings)))
         limit = asyncio.Semaphore(settings.max_concurrency)

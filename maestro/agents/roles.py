@@ -33,6 +33,8 @@ customer to a human agent by calling the tool `{TRANSFER_TOOL}`."""
 def assistant_system_prompt(domain: Domain) -> str:
     """The assistant's system prompt for a domain: served in episodes, trained on in datasets."""
     m = domain.manifest
+    if m.system_prompt == "policy":  # an imported benchmark's own instructions, alone
+        return domain.policy
     today = m.clock.strftime("%A %Y-%m-%d %H:%M") if m.clock else "not given"
     transfer = TRANSFER_SENTENCE if TRANSFER_TOOL in domain.toolkit.specs else ""
     return ASSISTANT_PREAMBLE.format(
@@ -74,13 +76,26 @@ class Assistant:
         self.tools: list[dict[str, Any]] = domain.toolkit.schemas()
 
     async def respond(
-        self, history: Sequence[Message], *, episode: str, seed: int | None
+        self,
+        history: Sequence[Message],
+        *,
+        episode: str,
+        seed: int | None,
+        tools: list[str] | None = None,
     ) -> Completion:
+        """The assistant's next message; ``tools`` names the tools shown (None: all)."""
         messages: list[Message | dict[str, Any]] = [
             {"role": "system", "content": self.system},
             *history,
         ]
-        return await self.client.complete(messages, self.tools, episode=episode, seed=seed)
+        shown = self.tools if tools is None else shown_tools(self.tools, tools)
+        return await self.client.complete(messages, shown, episode=episode, seed=seed)
+
+
+def shown_tools(schemas: list[dict[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+    """The schemas of the named tools, in the domain's order."""
+    wanted = set(names)
+    return [s for s in schemas if s["function"]["name"] in wanted]
 
 
 class UserSimulator:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from maestro.agents.background import BackgroundApp
 from maestro.conversation import STOP
-from maestro.domains import Domain, Task, library_ids, library_path, load_domain
+from maestro.domains import Action, Domain, Task, library_ids, library_path, load_domain
 from maestro.simulation.scripted import GREETING
 
 Mode = Literal["script", "oracle", "nothing", "minimal"]
@@ -190,13 +190,23 @@ class ScriptedModel:
             return Reply(
                 content="Here is what I found: " + (messages[-1].get("content") or "")[:200]
             )
-        gold = task.gold_actions
+        gold = gold_until_now(task, messages)
         if done < len(gold):
             return Reply(
                 tool_calls=[ScriptedCall(name=gold[done].name, arguments=gold[done].arguments)]
             )
         info = task.evaluation_criteria.communicate_info
         return Reply(content=("To confirm: " + "; ".join(info) + ".") if info else "All done.")
+
+
+def gold_until_now(task: Task, messages: list[dict[str, Any]]) -> list[Action]:
+    """The gold actions due by now: all of them, or for a task with scripted user turns, those
+    of the turns the user has spoken so far."""
+    if not task.user_turns:
+        return task.gold_actions
+    heard = sum(1 for m in messages if m.get("role") == "user")
+    due = {a for t in task.user_turns[:heard] for a in t.action_ids}
+    return [a for a in task.gold_actions if a.action_id in due]
 
 
 def _task_key(episode: str) -> tuple[str, str]:

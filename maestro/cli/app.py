@@ -6,6 +6,7 @@ import typer
 
 from maestro.cli import (
     domains,
+    imports,
     interop,
     lake,
     llm,
@@ -27,6 +28,7 @@ app = typer.Typer(
 app.add_typer(domains.app, name="domains")
 app.add_typer(llm.app, name="llm")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(imports.app, name="import")
 app.command("simulate")(simulate.simulate)
 app.command("tables")(lake.tables)
 app.command("query")(lake.query)

@@ -17,6 +17,7 @@ from maestro.domains import (
     Domain,
     DomainLoadError,
     Problem,
+    domain_path,
     inspect_package,
     library_ids,
     library_path,
@@ -28,12 +29,10 @@ app = typer.Typer(help="List, show and validate domain packages.", no_args_is_he
 
 
 def resolve(target: str) -> Path:
-    """A library domain id, or the path of a package folder."""
-    path = Path(target)
-    if path.is_dir():
-        return path
+    """A library domain id, or a package folder written as a path (``./hotel``): a bare name
+    is never a folder, so the folder a command runs from cannot change what it means."""
     try:
-        return library_path(target)
+        return domain_path(target)
     except KeyError as exc:
         raise typer.BadParameter(str(exc.args[0]), param_hint="ID") from None
 
@@ -105,7 +104,9 @@ def _policy_rules(policy: str) -> int:
 
 @app.command("show")
 def show(
-    domain_id: str = typer.Argument(..., metavar="ID", help="Library id or package folder."),
+    domain_id: str = typer.Argument(
+        ..., metavar="ID", help="Library id, or a package folder as a path (./pkg)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """A domain's manifest, tables, tools, policy and tasks."""
@@ -179,7 +180,7 @@ def validate_targets(targets: list[Path]) -> tuple[list[DomainCheck], dict[str, 
 @app.command("validate")
 def validate(
     domain_id: str | None = typer.Argument(
-        None, metavar="[ID]", help="Library id or package folder."
+        None, metavar="[ID]", help="Library id, or a package folder as a path (./pkg)."
     ),
     all_domains: bool = typer.Option(False, "--all", help="Validate every library domain."),
     as_json: bool = typer.Option(

@@ -4,18 +4,20 @@ Never calls an LLM.
 """
 
 from maestro.domains.errors import DomainLoadError, Problem, StoreError, ToolError
-from maestro.domains.library import library_ids, library_path
+from maestro.domains.library import domain_path, library_ids, library_path
 from maestro.domains.loader import inspect_package, load_domain
 from maestro.domains.models import (
     Action,
     DomainManifest,
     EvaluationCriteria,
+    ImportOrigin,
     InitialState,
     Provenance,
     RewardType,
     Task,
     UserInstructions,
     UserScenario,
+    UserTurn,
 )
 from maestro.domains.package import Domain, ReplayResult, TaskStateError, replay_calls, replay_gold
 from maestro.domains.runtime import Toolkit, ToolOutcome, ToolSpec
@@ -34,6 +36,7 @@ __all__ = [
     "DomainLoadError",
     "DomainManifest",
     "EvaluationCriteria",
+    "ImportOrigin",
     "InitialState",
     "Problem",
     "Provenance",
@@ -53,7 +56,9 @@ __all__ = [
     "Toolkit",
     "UserInstructions",
     "UserScenario",
+    "UserTurn",
     "compare_sessions",
+    "domain_path",
     "inspect_package",
     "library_ids",
     "library_path",

@@ -67,10 +67,8 @@ def inspect_package(
         # otherwise have another folder's Python run here (a check-then-use race).
         return assemble_package(library, _code_in_process, check_gold=check_gold)
     # Code an LLM or an outside benchmark wrote is never imported here (DESIGN: untrusted
-    # code runs only inside the sandbox). The sandbox imports the loader, hence here.
-    from maestro.domains.sandbox.package import sandboxed_code
-
-    return assemble_package(path, sandboxed_code(), check_gold=check_gold)
+    # code runs only inside the sandbox).
+    return assemble_package(path, _outside_code, check_gold=check_gold)
 
 
 def is_library_package(path: str | Path) -> bool:
@@ -146,6 +144,30 @@ def _code_in_process(
     if tables is None or db is None or toolkit is None:
         return None
     return PackageCode(tables, db, toolkit)
+
+
+def _outside_code(
+    root: Path, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+) -> PackageCode | None:
+    """The code step for every package outside the library: in a sandbox child.
+
+    An imported package runs outside code (a benchmark's API classes); its importer, host-side,
+    decides which vetted modules the child may let tools.py import, and only for a tools.py it
+    would have written itself: what the package says about its origin grants nothing alone.
+    """
+    from maestro.domains.sandbox.limits import SandboxLimits
+    from maestro.domains.sandbox.package import SandboxOptions, frozen_vetted, sandboxed_code
+
+    vetted: dict[str, tuple[str, ...]] = {}
+    if manifest.provenance.source == "imported":
+        from maestro.domains.importers import vetted_imports
+
+        vetted, refused = vetted_imports(root, manifest)
+        if refused:
+            problems.extend(refused)
+            return None
+    options = SandboxOptions(SandboxLimits(), frozen_vetted(vetted))
+    return sandboxed_code(options)(root, manifest, raw_db, problems)
 
 
 # ----- domain.json ------------------------------------------------------------------------------
@@ -445,6 +467,9 @@ def _task_problems(domain: Domain, task: Task, *, check_gold: bool) -> list[str]
         )
     for c in crit.empty_criteria():
         out.append(f"reward_basis names {c.value} but the task gives it nothing to check")
+    unknown_tools = [t for t in task.hidden_tools if t not in domain.toolkit.specs]
+    if unknown_tools:
+        out.append(f"hidden_tools names tools the domain does not have: {unknown_tools}")
     groups = [("actions", crit.actions), ("forbidden_actions", crit.forbidden_actions)]
     if task.initial_state:
         groups.append(

@@ -18,6 +18,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ImportOrigin(_Strict):
+    """The outside benchmark an imported domain or task comes from, at which version."""
+
+    #: The benchmark's short name ("bfcl"); importers are keyed by it.
+    benchmark: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    #: The distribution it was read from and its version ("bfcl-eval", "2026.3.23").
+    package: str
+    version: str
+    #: The benchmark's own category and item id, for a task ("multi_turn_base", "multi_turn_base_0").
+    category: str | None = None
+    item_id: str | None = None
+
+
 class Provenance(_Strict):
     """Where an artifact came from."""
 
@@ -26,6 +39,8 @@ class Provenance(_Strict):
     created: str | None = None
     run_id: str | None = None
     notes: str | None = None
+    #: For ``source="imported"``: the benchmark, version and item it was imported from.
+    imported_from: ImportOrigin | None = None
 
 
 class DomainManifest(_Strict):
@@ -39,6 +54,10 @@ class DomainManifest(_Strict):
     #: The fixed "now" of the domain's world, so that episodes replay identically.
     clock: datetime | None = None
     provenance: Provenance = Field(default_factory=Provenance)
+    #: The assistant's system prompt: maestro's customer-service preamble around the policy, or
+    #: the policy alone (an imported benchmark brings its own instructions, and the preamble's
+    #: "confirm before any change" would contradict a user whose turns are scripted).
+    system_prompt: Literal["customer_service", "policy"] = "customer_service"
 
 
 class RewardType(StrEnum):
@@ -142,6 +161,19 @@ class EvaluationCriteria(_Strict):
 TaskCategory = Literal["read", "single_write", "multi_write", "refusal", "ask_info"]
 
 
+class UserTurn(_Strict):
+    """One scripted user message (a task whose user is not simulated, as in BFCL).
+
+    ``add_tools`` become visible to the assistant from this turn on (they must be among the
+    task's ``hidden_tools``); ``action_ids`` name the gold actions that answer this turn, in
+    order, so that the gold path can be written as a conversation.
+    """
+
+    content: str = Field(min_length=1)
+    add_tools: list[str] = Field(default_factory=list)
+    action_ids: list[str] = Field(default_factory=list)
+
+
 class Task(_Strict):
     """One task: a user scenario and what a correct conversation must achieve."""
 
@@ -154,7 +186,42 @@ class Task(_Strict):
     split: Literal["train", "dev", "test"] = "test"
     difficulty: Literal["easy", "medium", "hard"] | None = None
     provenance: Provenance = Field(default_factory=Provenance)
+    #: Scripted user turns: when given, the episode's user messages are these, in order, and
+    #: the user simulator is not called; the episode ends (``user_stop``) after the last one.
+    user_turns: list[UserTurn] = Field(default_factory=list)
+    #: Tools of the domain the assistant is not shown at the start (a turn may add them back).
+    #: Hiding changes what the assistant is told, not the environment: a call still runs.
+    hidden_tools: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _turns_consistent(self) -> Task:
+        hidden = set(self.hidden_tools)
+        ids = {a.action_id for a in self.evaluation_criteria.actions}
+        placed: list[str] = []
+        for i, turn in enumerate(self.user_turns):
+            stray = [t for t in turn.add_tools if t not in hidden]
+            if stray:
+                raise ValueError(
+                    f"user_turns[{i}].add_tools names tools not in hidden_tools: {stray}"
+                )
+            unknown = [a for a in turn.action_ids if a not in ids]
+            if unknown:
+                raise ValueError(f"user_turns[{i}].action_ids names unknown actions: {unknown}")
+            placed += turn.action_ids
+        if len(set(placed)) != len(placed):
+            raise ValueError("user_turns place a gold action in more than one turn")
+        return self
 
     @property
     def gold_actions(self) -> list[Action]:
         return [a for a in self.evaluation_criteria.actions if a.requestor == "assistant"]
+
+    def visible_tools(self, tools: list[str], turns_heard: int) -> list[str] | None:
+        """The tools the assistant is shown after ``turns_heard`` scripted user turns, in the
+        domain's order; None when the task hides nothing (every tool is shown)."""
+        if not self.hidden_tools:
+            return None
+        hidden = set(self.hidden_tools)
+        for turn in self.user_turns[:turns_heard]:
+            hidden -= set(turn.add_tools)
+        return [t for t in tools if t not in hidden]

@@ -18,6 +18,7 @@ from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.package import Domain
 from maestro.flows.endpoints import model_endpoints, roles_called
 from maestro.scoring.card import ScoreCard
+from maestro.scoring.external import Agreement, agreement
 from maestro.scoring.metrics import pass_at_k, pass_hat_k
 from maestro.settings import RunSettings
 from maestro.simulation.episode import EpisodeResult
@@ -52,6 +53,11 @@ class SimulationReport(BaseModel):
     completion_tokens: int
     wall_s: float
     per_task: list[TaskOutcome]
+    #: For imported tasks: the benchmark checker's name, its pass rate, and how it agrees
+    #: with maestro's card on the same episodes.
+    external_checker: str | None = None
+    external_pass_rate: float | None = None
+    external_agreement: Agreement | None = None
 
 
 def report(
@@ -97,7 +103,25 @@ def report(
         completion_tokens=sum(c.completion_tokens for c in batch.llm_calls),
         wall_s=batch.wall_s,
         per_task=per_task,
+        **external_summary(cards),
     )
+
+
+def external_summary(cards: Sequence[ScoreCard]) -> dict[str, object]:
+    """The benchmark checker's pass rate and its agreement with the cards (imported tasks); a
+    card without a final verdict (an NL assertion not judged) has no side in the agreement."""
+    checked = [c for c in cards if c.external is not None]
+    if not checked:
+        return {}
+    judged = [c.external.passed for c in checked if c.external and c.external.passed is not None]
+    return {
+        "external_checker": checked[0].external.checker if checked[0].external else None,
+        "external_pass_rate": sum(judged) / len(judged) if judged else None,
+        "external_agreement": agreement(
+            (c.succeeded if c.complete else None, c.external.passed if c.external else None)
+            for c in checked
+        ),
+    }
 
 
 async def score_episodes(
@@ -106,7 +130,8 @@ async def score_episodes(
     judging: Judging,
     recorder: CallRecorder | None = None,
 ) -> list[ScoreCard]:
-    """Score episodes of one domain; judge calls recorded per episode (see ``score_all``)."""
+    """Score episodes of one domain; judge calls recorded per episode and an imported task's
+    benchmark checker beside each card (see ``score_all``)."""
     return await score_all(
         domain,
         [e.trajectory for e in episodes],

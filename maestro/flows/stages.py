@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -24,9 +23,9 @@ from maestro.agents.settings import LLMSettings
 from maestro.domains import (
     Domain,
     TaskStateError,
+    domain_path,
     inspect_package,
     library_ids,
-    library_path,
     replay_gold,
 )
 from maestro.flows.endpoints import model_name
@@ -99,12 +98,8 @@ def resolve_domains(params: NightlyParams) -> list[Domain]:
     targets = params.domains or library_ids()
     paths = []
     for t in targets:
-        p = Path(t)
-        if p.is_dir():
-            paths.append(p)
-            continue
         try:
-            paths.append(library_path(t))
+            paths.append(domain_path(t))
         except KeyError as exc:
             raise NightlyError(str(exc.args[0])) from None
     domains: list[Domain] = []

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from maestro.domains.models import RewardType
+from maestro.scoring.external import ExternalVerdict
 
 CriterionStatus = Literal["pass", "fail", "pending", "error"]
 
@@ -52,6 +53,9 @@ class ScoreCard(BaseModel):
     #: Criteria of the basis with no verdict yet ("pending") or none to be had ("error").
     pending: list[RewardType] = Field(default_factory=list)
     errors: list[RewardType] = Field(default_factory=list)
+    #: An imported task's benchmark checker on the same trajectory (kept beside, not in, the
+    #: reward: maestro's criteria decide the reward).
+    external: ExternalVerdict | None = None
 
     @property
     def complete(self) -> bool:

@@ -3,11 +3,13 @@
 from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.simulation.scripted import (
     GREETING,
+    by_turn,
     calls_trajectory,
     gold_trajectory,
     null_trajectory,
     paraphrased_trajectory,
     perturbed_trajectory,
+    turns_trajectory,
 )
 
 __all__ = [
@@ -15,9 +17,11 @@ __all__ = [
     "Message",
     "ToolCall",
     "Trajectory",
+    "by_turn",
     "calls_trajectory",
     "gold_trajectory",
     "null_trajectory",
     "paraphrased_trajectory",
     "perturbed_trajectory",
+    "turns_trajectory",
 ]

@@ -1,6 +1,11 @@
 """One episode: the user opens; the assistant calls tools until it answers in text; the user
 replies; until the user stops or transfers, the turn limit, or the deadline.
 
+The user is the simulator, or, for a task with ``user_turns``, the task itself: its messages
+come in order, the simulator is not called, and the episode ends (``user_stop``) once the last
+one has been answered. A scripted turn may show the assistant tools the task hid until then
+(BFCL's "missed function" turns). Both kinds run through this one loop, limits and endings.
+
 A bad episode is data: provider errors, empty completions, malformed tool calls, tool
 exceptions, user-simulator failures and timeouts end the episode with a typed termination
 reason and the error, never an exception out of :func:`run_episode`.
@@ -65,9 +70,34 @@ class EpisodeResult(BaseModel):
 
 
 class Speaker(Protocol):
+    """The user side: the next user message."""
+
     async def respond(
         self, history: list[Message], *, episode: str, seed: int | None
     ) -> Completion: ...
+
+
+class AssistantSpeaker(Protocol):
+    """The assistant side. ``tools`` names the tools it may be shown now, in order; None
+    means all of the domain's (the task hides none)."""
+
+    async def respond(
+        self,
+        history: list[Message],
+        *,
+        episode: str,
+        seed: int | None,
+        tools: list[str] | None,
+    ) -> Completion: ...
+
+
+def scripted_message(task: Task, index: int) -> Completion | None:
+    """The task's ``index``-th scripted user message; None once the script is over."""
+    if index >= len(task.user_turns):
+        return None
+    return Completion(
+        Message(role="user", content=task.user_turns[index].content), "stop", 0, 0, 0.0, 0
+    )
 
 
 class _Tally:
@@ -83,14 +113,16 @@ class _Tally:
 async def run_episode(
     domain: Domain,
     task: Task,
-    assistant: Speaker,
-    user: Speaker,
+    assistant: AssistantSpeaker,
+    user: Speaker | None,
     *,
     trial: int = 0,
     seed: int = 0,
     limits: EpisodeLimits | None = None,
 ) -> EpisodeResult:
-    """Run one episode to its end; never raises for anything the models or tools do."""
+    """Run one episode to its end; never raises for anything the models or tools do.
+
+    ``user`` is not called for a task with scripted ``user_turns`` (it may be None then)."""
     limits = limits or EpisodeLimits()
     key = f"{domain.id}/{task.id}/{trial}"
     history: list[Message] = []
@@ -124,14 +156,28 @@ async def run_episode(
         termination, error = Termination.ENVIRONMENT_ERROR, str(exc)
         return finish()
 
+    if user is None and not task.user_turns:
+        termination, error = Termination.USER_ERROR, "no user simulator for an unscripted task"
+        return finish()
+    names = domain.toolkit.names
+
+    async def next_user_message(heard: int) -> Completion | None:
+        if task.user_turns:
+            return scripted_message(task, heard)
+        assert user is not None
+        return await user.respond(history, episode=key, seed=seed)
+
     async def converse() -> tuple[Termination, str | None]:
-        turns = 0
+        turns = heard = 0
         while turns < limits.max_turns:
             # The user speaks.
             try:
-                said = await user.respond(history, episode=key, seed=seed)
+                said = await next_user_message(heard)
             except ProviderError as exc:
                 return Termination.USER_ERROR, f"{exc.kind}: {exc}"
+            if said is None:
+                return Termination.USER_STOP, None  # the script is over
+            heard += 1
             tally.add(said)
             text = said.message.content
             if not text:
@@ -153,9 +199,10 @@ async def run_episode(
             if signal == "transfer":
                 return Termination.TRANSFER, None
             # The assistant acts until it answers in text.
+            shown = task.visible_tools(names, heard)
             for _step in range(limits.max_steps_per_turn + 1):
                 try:
-                    reply = await assistant.respond(history, episode=key, seed=seed)
+                    reply = await assistant.respond(history, episode=key, seed=seed, tools=shown)
                 except ProviderError as exc:
                     return Termination.ASSISTANT_ERROR, f"{exc.kind}: {exc}"
                 tally.add(reply)

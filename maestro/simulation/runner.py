@@ -116,7 +116,11 @@ async def run_batch(
     assistants: dict[str, Assistant] = {}
     async with Endpoints(log) as endpoints:
         a_client = endpoints.client("assistant", settings.assistant, base_urls.get("assistant"))
-        u_client = endpoints.client("user", settings.user, base_urls.get("user"))
+        # Tasks with scripted user turns never call the user role: it needs no endpoint then.
+        needs_user = any(not domains.get(j.domain_path).task(j.task_id).user_turns for j in jobs)
+        u_client = (
+            endpoints.client("user", settings.user, base_urls.get("user")) if needs_user else None
+        )
 
         async def one(job: EpisodeJob) -> EpisodeResult:
             async with limit:
@@ -128,7 +132,11 @@ async def run_batch(
                 limits = config.limits.model_copy(
                     update={"deadline_s": max(0.001, min(config.limits.deadline_s, left))}
                 )
-                user = UserSimulator(u_client, domain, task)
+                # A task with scripted turns is its own user.
+                user = None
+                if not task.user_turns:
+                    assert u_client is not None
+                    user = UserSimulator(u_client, domain, task)
                 result = await run_episode(
                     domain,
                     task,

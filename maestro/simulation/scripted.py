@@ -3,6 +3,9 @@
 These are the yardsticks every task is checked against: the gold conversation must score 1, and
 so must the gold conversation with every argument the task does not compare reworded; a
 conversation that does nothing, or changes one gold argument, must score 0.
+
+A task with scripted user turns gets each turn's message, then the gold actions placed in that
+turn (``UserTurn.action_ids``), then a short answer, turn after turn.
 """
 
 from __future__ import annotations
@@ -17,34 +20,76 @@ from maestro.domains.package import Domain
 GREETING = "Hello! How can I help you today?"
 
 
+Call = tuple[str, dict[str, Any] | str]
+
+
 def opening(task: Task) -> Message:
     """The user's first message, from the scenario."""
     return Message(role="user", content=task.user_scenario.instructions.reason_for_call)
 
 
-def calls_trajectory(
+def user_messages(task: Task) -> list[Message]:
+    """The user's messages: the scripted turns, or the scenario's opening."""
+    if task.user_turns:
+        return [Message(role="user", content=t.content) for t in task.user_turns]
+    return [opening(task)]
+
+
+def turns_trajectory(
     domain: Domain,
     task: Task,
-    calls: Iterable[tuple[str, dict[str, Any] | str]],
+    calls_per_turn: Sequence[Iterable[Call]],
     final_text: str | None,
 ) -> Trajectory:
-    """Play tool calls on a fresh session of the task, recording each call and its result."""
+    """Play tool calls on a fresh session of the task, each group after its user message,
+    recording each call and its result; each turn ends with ``final_text``."""
     session = domain.start_session(task)
-    messages = [opening(task)]
-    for i, (name, args) in enumerate(calls, start=1):
-        call = ToolCall(id=f"call_{i}", name=name, arguments=args)
-        messages.append(Message(role="assistant", tool_calls=[call]))
-        out = domain.toolkit.call(session, name, args)
-        messages.append(
-            Message(
-                role="tool", content=out.content, tool_call_id=call.id, name=name, status=out.status
+    messages: list[Message] = []
+    n = 0
+    for said, calls in zip(user_messages(task), calls_per_turn, strict=True):
+        messages.append(said)
+        for name, args in calls:
+            n += 1
+            call = ToolCall(id=f"call_{n}", name=name, arguments=args)
+            messages.append(Message(role="assistant", tool_calls=[call]))
+            out = domain.toolkit.call(session, name, args)
+            messages.append(
+                Message(
+                    role="tool",
+                    content=out.content,
+                    tool_call_id=call.id,
+                    name=name,
+                    status=out.status,
+                )
             )
-        )
-    if final_text:
-        messages.append(Message(role="assistant", content=final_text))
+        if final_text:
+            messages.append(Message(role="assistant", content=final_text))
     return Trajectory(
         domain_id=domain.id, task_id=task.id, messages=messages, termination="scripted"
     )
+
+
+def calls_trajectory(
+    domain: Domain, task: Task, calls: Iterable[Call], final_text: str | None
+) -> Trajectory:
+    """Play tool calls on a fresh session of the task, recording each call and its result (for
+    a scripted task, all after its first turn)."""
+    rest: list[list[Call]] = [[] for _ in task.user_turns[1:]]
+    return turns_trajectory(domain, task, [list(calls), *rest], final_text)
+
+
+def by_turn(task: Task, actions: Sequence[Action]) -> list[list[Call]]:
+    """Actions as calls grouped by the scripted turn that places them (by ``action_id``);
+    actions no turn places come in the last turn. One group for an unscripted task."""
+    if not task.user_turns:
+        return [_calls(actions)]
+    groups: list[list[Call]] = [[] for _ in task.user_turns]
+    turn_of = {a: i for i, t in enumerate(task.user_turns) for a in t.action_ids}
+    for action in actions:
+        groups[turn_of.get(action.action_id, len(groups) - 1)].append(
+            (action.name, action.arguments)
+        )
+    return groups
 
 
 def summary_text(task: Task) -> str:
@@ -55,18 +100,18 @@ def summary_text(task: Task) -> str:
     return "To confirm: " + "; ".join(info) + "."
 
 
-def _calls(actions: Sequence[Action]) -> list[tuple[str, dict[str, Any] | str]]:
+def _calls(actions: Sequence[Action]) -> list[Call]:
     return [(a.name, a.arguments) for a in actions]
 
 
 def gold_trajectory(domain: Domain, task: Task) -> Trajectory:
     """The gold actions in order, then a message communicating the required information."""
-    return calls_trajectory(domain, task, _calls(task.gold_actions), summary_text(task))
+    return turns_trajectory(domain, task, by_turn(task, task.gold_actions), summary_text(task))
 
 
 def null_trajectory(domain: Domain, task: Task) -> Trajectory:
     """The assistant greets and does nothing else."""
-    return calls_trajectory(domain, task, [], GREETING)
+    return turns_trajectory(domain, task, by_turn(task, []), GREETING)
 
 
 def paraphrase(text: str) -> str:
@@ -76,9 +121,10 @@ def paraphrase(text: str) -> str:
 
 def paraphrased_trajectory(domain: Domain, task: Task) -> Trajectory | None:
     """The gold conversation with every string argument its ``compare_args`` leaves out
-    paraphrased; None when the gold actions have no such argument."""
+    paraphrased (turn by turn for a scripted task); None when the gold actions have no such
+    argument."""
     changed = False
-    calls: list[tuple[str, dict[str, Any] | str]] = []
+    actions: list[Action] = []
     for action in task.gold_actions:
         compared = action.compared()
         args = dict(action.arguments)
@@ -86,10 +132,10 @@ def paraphrased_trajectory(domain: Domain, task: Task) -> Trajectory | None:
             if name not in compared and isinstance(value, str):
                 args[name] = paraphrase(value)
                 changed = True
-        calls.append((action.name, args))
+        actions.append(action.model_copy(update={"arguments": args}))
     if not changed:
         return None
-    return calls_trajectory(domain, task, calls, summary_text(task))
+    return turns_trajectory(domain, task, by_turn(task, actions), summary_text(task))
 
 
 def perturb_value(value: Any) -> Any:
@@ -131,8 +177,9 @@ def perturbed_trajectory(domain: Domain, task: Task, write_tools: set[str]) -> T
         forbidden = task.evaluation_criteria.forbidden_actions
         if not forbidden:
             return None
-        calls = [*_calls(gold), (forbidden[0].name, forbidden[0].arguments)]
-        return calls_trajectory(domain, task, calls, summary_text(task))
+        return turns_trajectory(
+            domain, task, by_turn(task, [*gold, forbidden[0]]), summary_text(task)
+        )
     writes = [a for a in gold if a.name in write_tools]
     picked = _perturb_first(writes) if writes else None
     picked = picked or _perturb_first(gold)
@@ -140,4 +187,4 @@ def perturbed_trajectory(domain: Domain, task: Task, write_tools: set[str]) -> T
         return None
     original, changed = picked
     actions = [changed if a is original else a for a in gold]
-    return calls_trajectory(domain, task, _calls(actions), summary_text(task))
+    return turns_trajectory(domain, task, by_turn(task, actions), summary_text(task))

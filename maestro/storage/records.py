@@ -237,6 +237,9 @@ def score_row(run_id: str, e: EpisodeResult, card: ScoreCard, assistant_model: s
             for c in card.criteria.values()
             for i in c.items
         ],
+        external_checker=card.external.checker if card.external else None,
+        external_status=card.external.status if card.external else None,
+        external_details=card.external.details if card.external else None,
     )
 
 

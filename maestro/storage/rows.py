@@ -199,7 +199,8 @@ class EpisodeRow(Row):
 class ScoreRow(Row):
     """One score card per episode: each criterion's verdict and the product, and each check's
     verdict and reason. ``passed`` is the episode's success: every criterion judged, and the
-    reward 1."""
+    reward 1. For a task imported from a benchmark, that benchmark's own checker on the same
+    episode (external_*: which checker, pass/fail/error, why)."""
 
     TABLE = "scores"
     KEYS = ("episode_id",)
@@ -216,6 +217,11 @@ class ScoreRow(Row):
     errors: list[str] | None = None
     criteria: list[StoredCriterion] | None = None
     checks: list[StoredCheck] | None = None
+    #: A task imported from a benchmark: that benchmark's own checker on the same episode
+    #: (which checker, pass/fail/error, why).
+    external_checker: str | None = None
+    external_status: str | None = None
+    external_details: str | None = None
 
 
 class TaskVerdictRow(Row):

@@ -4,7 +4,9 @@ Every row names the episodes it came from and the table versions it was read at;
 registered in the ``datasets`` table and exported as parquet (loadable with ``datasets``).
 
 - SFT: the successful episodes of the task set's tasks, plus a gold-path conversation per
-  task (the opening, the gold calls with their replayed results, the facts to communicate).
+  task (the opening, the gold calls with their replayed results, the facts to communicate;
+  for a task with scripted user turns, such as an imported BFCL entry, each turn's message,
+  then the ground-truth calls placed in that turn with their results, then a short answer).
 - DPO: for a task with both outcomes, chosen = a successful episode, rejected = a failed one;
   the prompt is the two conversations' shared prefix.
 - GRPO: the system prompt and the user's opening; ``domain_id``/``task_id`` name the task.
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from maestro.agents.roles import assistant_system_prompt
 from maestro.conversation import Message, ToolCall, to_openai
 from maestro.domains import Domain
-from maestro.domains.models import Task
+from maestro.domains.models import Action, Task
 from maestro.domains.package import replay_gold
 from maestro.storage import Lake, OneOf
 from maestro.storage.records import message_from_row, task_refs
@@ -118,17 +120,37 @@ def gold_conversation(domain: Domain, task: Task) -> list[dict[str, Any]]:
     replay = replay_gold(domain, task)
     if not replay.ok:
         raise DatasetError(f"{domain.id}/{task.id}: the gold path does not replay cleanly")
-    messages = [opening(task)]
-    for i, (action, outcome) in enumerate(zip(task.gold_actions, replay.outcomes, strict=True)):
-        call = ToolCall(id=f"gold_{i}", name=action.name, arguments=action.arguments)
-        messages.append(Message(role="assistant", tool_calls=[call]))
-        messages.append(
-            Message(role="tool", content=outcome.content, name=action.name, tool_call_id=call.id)
-        )
     info = task.evaluation_criteria.communicate_info
-    text = ("To confirm: " + "; ".join(info) + ".") if info else "Done."
-    messages.append(Message(role="assistant", content=text))
+    closing = ("To confirm: " + "; ".join(info) + ".") if info else "Done."
+    results = {a.action_id: o for a, o in zip(task.gold_actions, replay.outcomes, strict=True)}
+    index = {a.action_id: i for i, a in enumerate(task.gold_actions)}
+    messages = []
+    for said, actions in gold_turns(task):
+        messages.append(Message(role="user", content=said))
+        for action in actions:
+            call = ToolCall(
+                id=f"gold_{index[action.action_id]}", name=action.name, arguments=action.arguments
+            )
+            messages.append(Message(role="assistant", tool_calls=[call]))
+            content = results[action.action_id].content
+            messages.append(
+                Message(role="tool", content=content, name=action.name, tool_call_id=call.id)
+            )
+        messages.append(Message(role="assistant", content=closing))
     return conversation(domain, messages)
+
+
+def gold_turns(task: Task) -> list[tuple[str, list[Action]]]:
+    """The user's messages, each with the gold actions that answer it (gold replay order)."""
+    gold = task.gold_actions
+    if not task.user_turns:
+        return [(task.user_scenario.instructions.reason_for_call, gold)]
+    turn_of = {a: i for i, t in enumerate(task.user_turns) for a in t.action_ids}
+    last = len(task.user_turns) - 1
+    return [
+        (t.content, [a for a in gold if turn_of.get(a.action_id, last) == i])
+        for i, t in enumerate(task.user_turns)
+    ]
 
 
 # ----- reading the lake ------------------------------------------------------------------------

@@ -102,6 +102,22 @@ def evaluate_model(
     return _record(lake, run_id, model_id, task_set_id, settings, episodes, scores)
 
 
+def external_scores(scores: list[ScoreRow]) -> dict[str, dict[str, Any]]:
+    """Per benchmark checker (imported tasks, BFCL): episodes, passes, errors and pass rate."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in scores:
+        if not s.external_checker:
+            continue
+        row = out.setdefault(s.external_checker, {"episodes": 0, "passed": 0, "errors": 0})
+        row["episodes"] += 1
+        row["passed"] += s.external_status == "pass"
+        row["errors"] += s.external_status == "error"
+    for row in out.values():
+        judged = row["episodes"] - row["errors"]
+        row["pass_rate"] = row["passed"] / judged if judged else None
+    return out
+
+
 def _record(
     lake: Lake,
     run_id: str,
@@ -121,6 +137,7 @@ def _record(
         "per_task": {k: sum(v) / len(v) for k, v in sorted(trials.items())},
         "terminations": dict(Counter(e.termination for e in episodes)),
         "incomplete_scores": sum(1 for s in scores if not s.complete),
+        "external": external_scores(scores),
     }
     row = EvaluationRow(
         evaluation_id=f"{model_id}/{task_set_id}/{settings.split}/{run_id}",

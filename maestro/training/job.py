@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from maestro.agents.settings import RoleSettings
-from maestro.domains import Domain, library_ids, library_path, load_domain
+from maestro.domains import Domain, domain_path, load_domain
 from maestro.storage import Lake, LakeSettings
 from maestro.training.datasets import Method, TrainingDataset
 from maestro.training.recipes import RecipeSettings, TrainResult, train
@@ -45,9 +45,8 @@ class TrainJob(BaseModel):
 
 
 def load_domains(refs: list[str]) -> dict[str, Domain]:
-    """Library ids or package folders, keyed by domain id."""
-    known = set(library_ids())
-    loaded = [load_domain(library_path(r) if r in known else Path(r)) for r in refs]
+    """Library ids or package folders (written as paths), keyed by domain id."""
+    loaded = [load_domain(domain_path(r)) for r in refs]
     return {d.id: d for d in loaded}
 
 

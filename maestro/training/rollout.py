@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from maestro.agents.client import ChatClient, Endpoints, ProviderError
-from maestro.agents.roles import UserSimulator
+from maestro.agents.roles import UserSimulator, shown_tools
 from maestro.agents.settings import RoleSettings
 from maestro.conversation import Completion, Message, Trajectory, to_openai
 from maestro.domains import Domain
@@ -78,6 +78,7 @@ class PolicyAssistant:
     ) -> None:
         self.gen = gen
         self.tools = tools
+        self.all_tools = tools
         self.budget = budget
         self.prompt: list[dict[str, Any]] = [{"role": "system", "content": system}]
         self.prompt_ids: list[int] = []
@@ -85,10 +86,17 @@ class PolicyAssistant:
         self._covered: list[dict[str, Any]] = []  # messages already in the token stream
 
     async def respond(
-        self, history: list[Message], *, episode: str, seed: int | None
+        self,
+        history: list[Message],
+        *,
+        episode: str,
+        seed: int | None,
+        tools: list[str] | None = None,
     ) -> Completion:
         started = time.perf_counter()
         msgs = [to_openai(m) for m in history]
+        if tools is not None:
+            self._show(tools)
         if not self.prompt_ids:
             self._covered = self.prompt + msgs
             self.prompt_ids = self.gen.encode(self.gen.render(self._covered, self.tools, True))
@@ -105,6 +113,19 @@ class PolicyAssistant:
         return Completion(
             message, None, len(self.prompt_ids), len(new), time.perf_counter() - started, 1
         )
+
+    def _show(self, names: list[str]) -> None:
+        """Show only the task's visible tools. The tools are part of the prompt's tokens, so a
+        task whose turns add tools mid-episode cannot be rolled out (BFCL's missed-function
+        entries): that is the episode's error, not a silent change of prompt."""
+        shown = shown_tools(self.all_tools, names)
+        if not self.prompt_ids:
+            self.tools = shown
+        elif shown != self.tools:
+            raise ProviderError(
+                "the task shows new tools mid-episode; a GRPO rollout keeps one tool list",
+                kind="unsupported",
+            )
 
     def _add_environment(self, new_msgs: list[dict[str, Any]]) -> None:
         """Tool results and user turns since the policy last spoke, as masked tokens."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from maestro.domains import Domain, Session
 from maestro.domains.sandbox import SandboxLimits, SandboxOptions, SandboxToolkit
-from maestro.domains.sandbox.package import _frozen, _open
+from maestro.domains.sandbox.package import _open, frozen_vetted
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 TOY_TOOLS = (FIXTURES / "toy" / "tools.py").read_text()
@@ -56,7 +56,7 @@ def unchecked(
     """A sandboxed domain loaded with the static check bypassed and, optionally, isolation
     layers turned off (the tests' switch)."""
     options = SandboxOptions(
-        limits, _frozen(vetted), check_static=False, disable=frozenset(disable)
+        limits, frozen_vetted(vetted), check_static=False, disable=frozenset(disable)
     )
     domain = _open(root, options, check_gold=False)
     try:

@@ -88,6 +88,25 @@ def test_types_in_schema_and_validation() -> None:
     assert out.content == "2026-05-01 vaccine P1 urgent=False"
 
 
+@tool("write")
+def open_ticket(db: Database, title: str, description: str = "") -> str:
+    """Open a ticket.
+
+    Args:
+        title: The ticket's title.
+        description: What is wrong.
+    """
+    return title
+
+
+def test_a_parameter_named_title_stays_in_the_schema() -> None:
+    """pydantic's ``title`` keywords go; a parameter called ``title`` (BFCL's create_ticket
+    has one) is a property like any other."""
+    params = _kit(open_ticket).schemas()[0]["function"]["parameters"]
+    assert params["properties"]["title"] == {"type": "string", "description": "The ticket's title."}
+    assert params["required"] == ["title"] and "Title" not in json.dumps(params)
+
+
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,19 +195,21 @@ print(json.dumps({"finals": finals, "errors": errors}))
 """
 
 
-def test_generated_toolkit_replays_gold_like_maestro(hotel: Domain, exported: Path) -> None:
+def run_exported(
+    exported: Path, script: str, calls: list[Any], extra: dict[str, str] | None = None
+) -> Any:
+    """Run ``script`` against the exported hotel toolkit, tau2 being the stand-in (plus
+    ``extra`` modules under tau2/); its JSON output."""
     root = exported / "src/tau2"
-    for rel, text in STUB.items():
+    for rel, text in {**STUB, **(extra or {})}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         if not (root / rel).exists():
             (root / rel).write_text(text)
-    tasks = [t for t in hotel.tasks if t.initial_state is None]
-    calls = [[(a.name, a.arguments) for a in t.gold_actions] for t in tasks]
     proc = subprocess.run(
         [
             sys.executable,
             "-c",
-            REPLAY,
+            script,
             json.dumps(calls),
             str(exported / "data/tau2/domains/hotel/db.json"),
         ],
@@ -216,7 +219,13 @@ def test_generated_toolkit_replays_gold_like_maestro(hotel: Domain, exported: Pa
         env={"PYTHONPATH": str(exported / "src"), "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_generated_toolkit_replays_gold_like_maestro(hotel: Domain, exported: Path) -> None:
+    tasks = [t for t in hotel.tasks if t.initial_state is None]
+    calls = [[(a.name, a.arguments) for a in t.gold_actions] for t in tasks]
+    got = run_exported(exported, REPLAY, calls)
     initial = hotel.initial.to_dict()
     assert sum(final != initial for final in got["finals"]) >= 10  # the gold writes did land
     for task, final in zip(tasks, got["finals"], strict=True):

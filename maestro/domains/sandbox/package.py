@@ -79,7 +79,7 @@ def open_untrusted(
 ) -> Domain:
     """Like :func:`load_sandboxed_domain`, for callers that hold the domain beyond one block:
     ``domain.close()`` stops the child, and so does this process's end."""
-    options = SandboxOptions(limits or SandboxLimits(), _frozen(vetted))
+    options = SandboxOptions(limits or SandboxLimits(), frozen_vetted(vetted))
     return _open(path, options, check_gold=check_gold)
 
 
@@ -238,5 +238,6 @@ def _problem_rows(rows: list[Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def _frozen(vetted: VettedImports | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def frozen_vetted(vetted: VettedImports | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``vetted`` as :class:`SandboxOptions` holds it: sorted, hashable."""
     return tuple(sorted((module, tuple(names)) for module, names in (vetted or {}).items()))
