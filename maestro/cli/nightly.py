@@ -117,7 +117,7 @@ def nightly(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON, last."),
 ) -> None:
-    """Run the nightly pipeline: synthesize (when asked), ingest, simulate, score, filter,
+    """Run the nightly pipeline: synthesize (one brief by default), ingest, simulate, score, filter,
     curate a task set, train (when configured), report."""
     params = _params(
         run_id,
