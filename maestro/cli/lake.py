@@ -6,15 +6,17 @@ import json
 
 import polars as pl
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
+from maestro.cli.inputs import seconds
 from maestro.cli.output import console
-from maestro.storage import Lake, QueryRefused, StorageError
+from maestro.storage import Lake, QueryLimits, QueryRefused, StorageError
 
 
 def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Every lake table with its rows, files and latest version."""
-    lake = Lake()
+    lake = _lake()
     infos = lake.tables()
     if as_json:
         print(
@@ -38,6 +40,15 @@ def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     console().print(table)
 
 
+def _lake() -> Lake:
+    """The configured lake, or exit 2 naming what is wrong with its settings."""
+    try:
+        return Lake()
+    except (StorageError, ValidationError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def query(
     sql: str = typer.Argument(
         ...,
@@ -46,10 +57,25 @@ def query(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON."),
     limit: int = typer.Option(50, min=1, max=1_000_000, help="Rows shown in the table view."),
+    timeout_s: float | None = typer.Option(
+        None,
+        parser=seconds,
+        help="Stop the query after this many seconds (default: MAESTRO_LAKE_QUERY_TIMEOUT_S, 20).",
+    ),
+    memory_mb: int | None = typer.Option(
+        None,
+        min=64,
+        max=1024 * 1024,
+        help="MiB of memory the query may use (default: MAESTRO_LAKE_QUERY_MEMORY_MB, 1024).",
+    ),
 ) -> None:
-    """Run one SQL query over the lake's tables (and nothing else)."""
+    """Run one SQL query over the lake's tables (and nothing else), bounded in time and memory."""
+    lake = _lake()
     try:
-        df = Lake().query(sql)
+        limits = QueryLimits(
+            timeout_s or lake.settings.query_timeout_s, memory_mb or lake.settings.query_memory_mb
+        )
+        df = lake.query(sql, limits)
     except QueryRefused as exc:
         typer.echo(f"error: query refused: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -5,6 +5,7 @@ business logic. The conversions between rows and maestro's objects are in
 
 from maestro.storage.errors import StorageError
 from maestro.storage.lake import Lake, LakeSettings, TableInfo, WriteMode, WriteResult
+from maestro.storage.query_process import QueryLimits
 from maestro.storage.rows import ROW_MODELS, Row
 from maestro.storage.schemas import TABLES, TableDef
 from maestro.storage.sql import QueryRefused
@@ -17,6 +18,7 @@ __all__ = [
     "LakeSettings",
     "NoneOf",
     "OneOf",
+    "QueryLimits",
     "QueryRefused",
     "Row",
     "StorageError",

@@ -28,9 +28,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from maestro.settings import RunSettings
 from maestro.storage.errors import StorageError
+from maestro.storage.query_process import QueryFailed, QueryLimits, TableSource, run_query
 from maestro.storage.rows import STAMP, Row
 from maestro.storage.schemas import TABLES, TableDef
-from maestro.storage.sql import allowed_sql
+from maestro.storage.sql import checked_query
 from maestro.storage.where import check_columns, expression, sql_predicate
 
 WriteMode = Literal["merge", "insert"]
@@ -54,6 +55,9 @@ class LakeSettings(BaseSettings):
     #: Fault injection for the resumption tests: SIGKILL this process right after this Lake's
     #: Nth commit (``MAESTRO_LAKE_KILL_AFTER_COMMIT``). Never set in production.
     kill_after_commit: int | None = Field(None, ge=1)
+    #: What one ``query`` may cost: wall seconds, and MiB of data memory of its process.
+    query_timeout_s: float = Field(default=20.0, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+    query_memory_mb: int = Field(default=1024, ge=64, le=1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class Lake:
         root = self.settings.root.rstrip("/")
         self.remote = "://" in root
         self.root = root if self.remote else str(Path(root).resolve())
+        if not self.remote and os.path.exists(self.root) and not os.path.isdir(self.root):
+            # Every table would read as missing: an empty lake, silently.
+            raise StorageError(f"the lake root {self.root} is not a folder (MAESTRO_LAKE_ROOT)")
         self.storage_options = self._storage_options()
         #: Commits this Lake made (creates, appends, merges, deletes, added columns).
         self.commits = 0
@@ -461,12 +468,22 @@ class Lake:
             "files_removed": len(removed),
         }
 
-    def query(self, sql: str) -> pl.DataFrame:
-        """Run one SQL query over the lake's tables (polars SQL); :class:`QueryRefused` when it
-        reaches for anything else (a file, a URL, a table function: see ``storage/sql.py``)."""
-        checked = allowed_sql(sql, TABLES)
-        context = pl.SQLContext({name: self.read(name) for name in TABLES})
+    def query(self, sql: str, limits: QueryLimits | None = None) -> pl.DataFrame:
+        """Run one SQL query over the lake's tables (polars SQL) in a child process bounded by
+        ``limits`` (default: the settings' ``query_timeout_s`` and ``query_memory_mb``).
+
+        :class:`QueryRefused` when it reaches for anything else (a file, a URL, a table function:
+        see ``storage/sql.py``); :class:`StorageError` when it fails, runs past its deadline or
+        its memory (``storage/query_process.py``)."""
+        checked = checked_query(sql, TABLES)
+        sources = {name: self._query_source(name) for name in sorted(checked.tables)}
+        limits = limits or QueryLimits(self.settings.query_timeout_s, self.settings.query_memory_mb)
         try:
-            return context.execute(checked, eager=False).collect()
-        except Exception as exc:
+            return run_query(checked.text, sources, self.storage_options, limits)
+        except QueryFailed as exc:
             raise StorageError(f"query failed: {exc}") from None
+
+    def _query_source(self, table: str) -> TableSource:
+        if self._open(table) is None:
+            return TableSource(empty=pl.from_arrow(self.definition(table).schema.empty_table()))  # type: ignore[arg-type]
+        return TableSource(uri=self.uri(table))

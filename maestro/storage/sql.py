@@ -17,17 +17,42 @@ fetched (measured with polars 2.1). So the check happens before polars sees the 
 3. polars is handed the text *regenerated* from the tree, which is parsed and checked again:
    comments, unusual quoting and tokenizer corners of the original never reach polars, and what
    polars parses is exactly what was checked.
+
+The query's size is bounded before and after parsing: a chain of 5,000 ``1+1+...`` terms is
+only 10 KB but a tree 5,000 levels deep, which overflowed sqlparser's stack (a segfault, measured
+at ~4,700 levels on an 8 MiB stack) and takes polars minutes to plan (cubic: 300 terms 0.4 s,
+1,000 terms 5 s, 2,000 terms 52 s). So the tokens are counted before parsing
+(:data:`MAX_QUERY_TOKENS`), the parse runs on a thread with a stack far larger than that many
+tokens can nest, and a tree deeper than :data:`MAX_TREE_DEPTH` is refused. ``WITH RECURSIVE``
+is refused: polars runs it with no end. What a query that passes may still cost (a cross join,
+a huge ``rpad``) is bounded where it runs (``query_process.py``: a child process with a memory
+limit and a deadline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
-from typing import Any
+import re
+import threading
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import sqloxide
 
 #: Longer queries are refused before parsing (sqlparser also stops at 50 levels of nesting).
 MAX_QUERY_CHARS = 100_000
+#: More tokens are refused before parsing: a chain of binary operators nests one level per two
+#: tokens, and sqlparser's nesting limit does not count those levels.
+MAX_QUERY_TOKENS = 20_000
+#: Deepest parsed tree (dicts and lists) polars is given: a 20-deep nest of subqueries is about
+#: 150, a chain of 195 ``+`` terms 400 (polars plans that in 0.2 s).
+MAX_TREE_DEPTH = 400
+#: The parser's thread stack: 20,000 tokens nest at most 10,000 levels, ~17 MiB of sqlparser's
+#: stack at the ~1.7 KiB a level measured; the rest is margin. Untouched pages cost nothing.
+PARSE_STACK_BYTES = 64 * 1024 * 1024
+
+_TOKENS = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|\w+|[^\w\s]""", re.S)
+_T = TypeVar("_T")
 
 _RELATIONS = ("Table", "Derived", "NestedJoin")
 #: Relation kinds sqlparser knows besides the allowed ones; listed only to name them in errors
@@ -55,16 +80,65 @@ class QueryRefused(ValueError):
     """The SQL is not a query over the lake's tables alone; the message says what and where."""
 
 
+@dataclass(frozen=True)
+class CheckedQuery:
+    """A query that passed the gate: the text polars runs, and the lake tables it names
+    (lower case; a name the query's own WITH also defines included)."""
+
+    text: str
+    tables: frozenset[str]
+
+
 def allowed_sql(sql: str, tables: Collection[str]) -> str:
     """The query as polars should run it, or :class:`QueryRefused` naming what is not allowed."""
+    return checked_query(sql, tables).text
+
+
+def checked_query(sql: str, tables: Collection[str]) -> CheckedQuery:
+    """The query as polars should run it and the tables it reads, or :class:`QueryRefused`
+    naming what is not allowed."""
     if len(sql) > MAX_QUERY_CHARS:
         raise QueryRefused(f"the query is {len(sql)} characters; at most {MAX_QUERY_CHARS}")
+    tokens = sum(1 for _ in _TOKENS.finditer(sql))
+    if tokens > MAX_QUERY_TOKENS:
+        raise QueryRefused(f"the query has {tokens:,} tokens; at most {MAX_QUERY_TOKENS:,}")
+    return _on_big_stack(lambda: _allowed(sql, tables))
+
+
+def _allowed(sql: str, tables: Collection[str]) -> CheckedQuery:
     statement = _parse_one(sql)
     _check(statement, tables)
     canonical = _restore(statement)
     # The regenerated text is what polars gets, so it is what must pass.
-    _check(_parse_one(canonical), tables)
-    return canonical
+    return CheckedQuery(canonical, _check(_parse_one(canonical), tables))
+
+
+_stack_lock = threading.Lock()
+
+
+def _on_big_stack(work: Callable[[], _T]) -> _T:
+    """``work()`` on a fresh thread with a :data:`PARSE_STACK_BYTES` stack (whatever thread
+    calls: a worker thread's stack may be far smaller than the main thread's 8 MiB)."""
+    outcome: list[_T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    with _stack_lock:  # the stack size is a process-wide setting for new threads
+        previous = threading.stack_size(PARSE_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=run, name="maestro-sql-parse", daemon=True)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _parse_one(sql: str) -> dict[str, Any]:
@@ -81,7 +155,26 @@ def _parse_one(sql: str) -> dict[str, Any]:
         raise QueryRefused(
             f"only queries (SELECT ...) run here; {_statement_name(kind)} is not allowed"
         )
+    depth = _depth(statement)
+    if depth > MAX_TREE_DEPTH:
+        raise QueryRefused(
+            f"the query nests {depth} levels deep (a long chain of operators, or deep "
+            f"subqueries); at most {MAX_TREE_DEPTH}"
+        )
     return statement
+
+
+def _depth(tree: Any) -> int:
+    """How deep dicts and lists nest in the parsed tree (without recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _restore(statement: dict[str, Any]) -> str:
@@ -108,8 +201,10 @@ def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
             stack.extend(node)
 
 
-def _check(statement: dict[str, Any], tables: Collection[str]) -> None:
+def _check(statement: dict[str, Any], tables: Collection[str]) -> frozenset[str]:
+    """Refuse what the allowlist does not allow; the lake tables the query names."""
     names = {t.lower() for t in tables}
+    used: set[str] = set()
     ctes = {
         str(cte["alias"]["name"]["value"]).lower()
         for node in _nodes(statement)
@@ -126,11 +221,15 @@ def _check(statement: dict[str, Any], tables: Collection[str]) -> None:
         if isinstance(table, dict):
             if "args" not in table:  # ``TABLE name``, or a shape this gate does not know
                 raise QueryRefused(f"{_at(table)}TABLE ... is not allowed; use SELECT")
-            _check_table(table, names, ctes)
+            used.add(_check_table(table, names, ctes))
         if "pipe_operators" in node:
             _refuse_clauses(node, _QUERY_REFUSED)
         if "projection" in node:
             _refuse_clauses(node, _SELECT_REFUSED)
+        if node.get("recursive") is True and "cte_tables" in node:
+            # polars runs a recursive CTE with no end, its memory growing all the while.
+            raise QueryRefused(f"{_at(node.get('with_token'))}WITH RECURSIVE is not allowed")
+    return frozenset(used & names)
 
 
 def _refuse_clauses(node: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -146,7 +245,7 @@ def _check_relation(relation: Any, names: set[str], ctes: set[str]) -> None:
         _refuse_relation(str(kind), relation.get(kind) if isinstance(relation, dict) else None)
 
 
-def _check_table(table: dict[str, Any], names: set[str], ctes: set[str]) -> None:
+def _check_table(table: dict[str, Any], names: set[str], ctes: set[str]) -> str:
     parts = table.get("name") or []
     idents = [p.get("Identifier") for p in parts if isinstance(p, dict)]
     if len(parts) != 1 or not all(isinstance(i, dict) for i in idents):
@@ -176,6 +275,7 @@ def _check_table(table: dict[str, Any], names: set[str], ctes: set[str]) -> None
     used = [k for k, v in extras.items() if v not in (None, [], False)]
     if used:
         raise QueryRefused(f"{_at(ident)}{name}: {', '.join(used)} on a table is not allowed")
+    return name.lower()
 
 
 def _refuse_relation(kind: str, body: Any) -> None:

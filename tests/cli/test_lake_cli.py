@@ -65,3 +65,30 @@ def test_a_query_reaching_for_a_file_is_refused_with_exit_2(tmp_path: Path) -> N
     assert proc.stderr.startswith("error: query refused: line 1, column 15: read_csv(...)")
     assert "s3cr3t" not in proc.stdout + proc.stderr
     assert not (tmp_path / "lake").exists()  # nothing written
+
+
+def test_a_query_that_panics_polars_or_runs_too_long_is_one_line_never_a_traceback(
+    tmp_path: Path,
+) -> None:
+    Lake(LakeSettings(root=str(tmp_path))).write(
+        "blueprints", [{"blueprint_id": f"b{i}", "brief": "x"} for i in range(20)], "run-1"
+    )
+    proc = run(
+        tmp_path, "query", "select split_part(brief, 'x', -9223372036854775808) from blueprints"
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("query failed: PanicException") and "Traceback" not in proc.stderr
+    joins = ", ".join(f"blueprints b{i}" for i in range(8))
+    proc = run(tmp_path, "query", f"select count(*) from {joins}", "--timeout-s", "1")
+    assert proc.returncode == 1 and "ran past its deadline of 1 s" in proc.stderr
+    for bad in ("nan", "0", "-1"):
+        proc = run(tmp_path, "query", "select 1", "--timeout-s", bad)
+        assert proc.returncode == 2 and "--timeout-s" in proc.stderr
+
+
+def test_a_lake_root_that_is_a_file_is_refused_with_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "passwd").write_text("root:x:0:0\n")
+    for command in (["tables"], ["query", "select count(*) from scores"]):
+        proc = run(tmp_path / "passwd", *command)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("error: the lake root") and "is not a folder" in proc.stderr
