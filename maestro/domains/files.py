@@ -4,16 +4,20 @@ Every refusal is a :class:`Problem` naming the file and where in it, never an ex
 
 - only regular files inside the package are read: a symbolic link anywhere in the package
   (``policy.md -> /etc/passwd``) and a FIFO, socket or device are refused, and a file is opened
-  with ``O_NOFOLLOW | O_NONBLOCK`` and checked again on its descriptor, so swapping it for a
-  link or a FIFO after the check changes nothing (a FIFO would otherwise block the open);
-- sizes are capped per file (:data:`MAX_BYTES`), and only the cap plus one byte is ever read;
+  relative to the package folder's handle with ``O_NOFOLLOW | O_NONBLOCK`` and checked again
+  on its descriptor, so swapping it for a link or a FIFO after the check changes nothing (a
+  FIFO would otherwise block the open); a file with a second name (a hard link) is refused;
+- sizes are capped per file (:data:`MAX_BYTES`), checked on the descriptor before reading, and
+  only the cap plus one byte is ever read;
+- problems are capped per file (:data:`MAX_PROBLEMS_PER_FILE`);
 - text must be UTF-8; JSON must be JSON: a key twice in one object (the last would silently
   win), ``NaN`` and ``Infinity``, an integer of more than :data:`MAX_INT_DIGITS` digits (Python
   refuses past 4,300 with a bare ValueError), a float that overflows, nesting deeper than
   :data:`MAX_DEPTH`, and a lone surrogate (``"\\ud800"`` parses, then breaks every UTF-8 writer
   downstream) are each a problem with their location.
 
-The loader and the sandbox's package reader both read through here.
+The loader and the sandbox's package reader both read through one :class:`PackageFolder`,
+opened once per load.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,42 +53,232 @@ MAX_ENTRIES = 1000
 MAX_FOLDER_DEPTH = 4
 
 
+#: Problems kept per file: past it a file's reading stops (a tasks.jsonl of 200k bad lines took
+#: minutes and 300 MB to report, line by line) and one more problem says how many lines were
+#: left unchecked, or how many more problems there were.
+MAX_PROBLEMS_PER_FILE = 100
+
+
 class _Refused(ValueError):
     """A value the JSON reader refuses; carries the message of its problem."""
 
 
-def scan_package(root: Path) -> list[Problem]:
-    """Every symbolic link and special file in the package, and too many entries.
+@dataclass(frozen=True)
+class StoppedReading(Problem):
+    """The last problem of a file whose reading stopped at :data:`MAX_PROBLEMS_PER_FILE`."""
 
-    The package folder itself may be reached through a link (the user named it); nothing
-    inside it may be a link.
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+
+
+class PackageFolder:
+    """A package folder opened once: its scan and every read go through this one handle.
+
+    Each file is opened relative to the handle (``openat``) with ``O_NOFOLLOW | O_NONBLOCK``
+    and checked on its descriptor, so renaming the folder, or swapping one of its files for a
+    link, a FIFO or a folder after the scan, never redirects a read or blocks it. A file with
+    more than one name (a hard link) is refused unless ``shared_files``: a hard link is a
+    regular file the scan cannot tell from the package's own, and made by root it can be any
+    file on the machine (a secret ending up in an export as ``policy.md``). The shipped library
+    allows them (an installer may hard-link its files from a cache).
     """
-    problems: list[Problem] = []
-    count = 0
-    stack: list[tuple[Path, int]] = [(root, 0)]
-    while stack:
-        folder, depth = stack.pop()
+
+    def __init__(self, path: Path, fd: int, *, shared_files: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self.shared_files = shared_files
+
+    @classmethod
+    def open(cls, path: str | Path, *, shared_files: bool = False) -> PackageFolder | Problem:
+        """The folder (it may be reached through a link: the user named it), or why not."""
+        root = Path(path)
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            fd = os.open(root, _FOLDER_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            return Problem(str(root), "", "not a folder")
         except OSError as exc:
-            problems.append(Problem(_rel(root, folder), "", f"cannot be listed: {exc.strerror}"))
-            continue
-        for entry in entries:
-            count += 1
-            if count > MAX_ENTRIES:
-                return [*problems, Problem(".", "", f"holds more than {MAX_ENTRIES} entries")]
-            name = _rel(root, Path(entry.path))
-            kind = _kind(entry)
-            if kind == "folder":
-                if depth + 1 >= MAX_FOLDER_DEPTH:
+            return Problem(str(root), "", f"cannot be opened: {exc.strerror}")
+        return cls(root, fd, shared_files=shared_files)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> PackageFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def scan(self) -> list[Problem]:
+        """Every symbolic link and special file in the package, and too many entries.
+
+        Nothing inside the package may be a link: subfolders are opened relative to their
+        parent's handle, with ``O_NOFOLLOW``.
+        """
+        problems: list[Problem] = []
+        count = 0
+        pending: list[tuple[str, int, int]] = [("", os.dup(self._fd), 0)]
+        try:
+            while pending:
+                folder, fd, depth = pending.pop()
+                try:
+                    count = _scan_folder(folder, fd, depth, count, pending, problems)
+                finally:
+                    os.close(fd)
+                if count > MAX_ENTRIES:
+                    return [*problems, Problem(".", "", f"holds more than {MAX_ENTRIES} entries")]
+        finally:
+            for _, fd, _ in pending:
+                os.close(fd)
+        return sorted(problems, key=lambda p: p.file)
+
+    def lexists(self, name: str) -> bool:
+        """Whether the package has an entry of that name, of any kind (a dangling link counts)."""
+        try:
+            os.stat(name, dir_fd=self._fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def read_bytes(self, name: str, problems: list[Problem]) -> bytes | None:
+        """The file's bytes; None (and a problem, unless it is missing) when it cannot be read."""
+        if "/" in name:
+            raise ValueError(f"{name!r}: package files are read by their name in the package")
+        limit = MAX_BYTES.get(name, DEFAULT_MAX_BYTES)
+        try:
+            mode = os.stat(name, dir_fd=self._fd, follow_symlinks=False).st_mode
+            if not stat.S_ISREG(mode):  # before opening: opening a device can act on it
+                problems.append(Problem(name, "", _not_regular(_mode_kind(mode), self._fd, name)))
+                return None
+            fd = os.open(name, _READ_FLAGS, dir_fd=self._fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            reason = "is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+            problems.append(Problem(name, "", f"cannot be read: {reason}"))
+            return None
+        try:
+            problem = self._descriptor_problem(os.fstat(fd), limit)
+            if problem:
+                problems.append(Problem(name, "", problem))
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read(limit + 1)  # it may have grown since the fstat
+        finally:
+            os.close(fd)
+        if len(data) > limit:
+            problems.append(Problem(name, "", f"is larger than {limit:,} bytes"))
+            return None
+        return data
+
+    def _descriptor_problem(self, info: os.stat_result, limit: int) -> str | None:
+        if not stat.S_ISREG(info.st_mode):  # swapped after the stat
+            return f"is a {_mode_kind(info.st_mode)}, not a regular file"
+        if info.st_nlink > 1 and not self.shared_files:
+            return (
+                f"has {info.st_nlink} names (hard links); a package file must have one, since a "
+                "hard link can be any file on this machine: copy the file instead"
+            )
+        if info.st_size > limit:  # before reading: a sparse file is large at no cost on disk
+            return f"is larger than {limit:,} bytes"
+        return None
+
+    def read_text(self, name: str, problems: list[Problem]) -> str | None:
+        """The file as UTF-8 text; None (and a problem, unless missing) when it cannot be read."""
+        data = self.read_bytes(name, problems)
+        return None if data is None else decode(data, name, problems)
+
+    def read_json(self, name: str, problems: list[Problem]) -> Any:
+        """The file's JSON value; None (and a problem, unless missing) when it is not usable."""
+        text = self.read_text(name, problems)
+        return None if text is None else parse_json(text, name, problems)
+
+    def read_jsonl(self, name: str, problems: list[Problem]) -> Iterator[tuple[int, Any]]:
+        """``(line number, value)`` of every non-blank line that is usable JSON; a problem for
+        each line that is not. Once :data:`MAX_PROBLEMS_PER_FILE` problems were added while
+        reading (the caller's problems with the values it was given count too: it adds them to
+        the same list), reading stops with one more problem saying how many lines were left."""
+        data = self.read_bytes(name, problems)
+        if data is None:
+            return
+        first = len(problems)
+        lines = data.split(b"\n")
+        for lineno, raw in enumerate(lines, start=1):
+            if len(problems) - first >= MAX_PROBLEMS_PER_FILE:
+                rest = sum(1 for line in lines[lineno - 1 :] if line.strip())
+                if rest:
                     problems.append(
-                        Problem(name, "", f"folders nest deeper than {MAX_FOLDER_DEPTH}")
+                        StoppedReading(
+                            name,
+                            f"line {lineno}",
+                            f"{rest:,} more line(s) not checked: reading stops at "
+                            f"{MAX_PROBLEMS_PER_FILE} problems a file",
+                        )
                     )
-                else:
-                    stack.append((Path(entry.path), depth + 1))
-            elif kind != "file":
-                problems.append(Problem(name, "", _not_regular(kind, Path(entry.path))))
-    return sorted(problems, key=lambda p: p.file)
+                return
+            where = f"line {lineno}"
+            line = decode(raw, name, problems, where)
+            if line is None or not line.strip():
+                continue
+            value = parse_json(line, name, problems, where)
+            if value is not None:
+                yield lineno, value
+
+
+def read_text(root: str | Path, name: str, problems: list[Problem]) -> str | None:
+    """One file of the package at ``root`` as UTF-8 text, read as every package file is
+    (through a handle on the folder, no link, no special file, one name, size-capped): for a
+    caller that needs a single file, not a load. None (and a problem, unless it is missing)
+    when it cannot be read."""
+    package = PackageFolder.open(root)
+    if isinstance(package, Problem):
+        problems.append(package)
+        return None
+    with package:
+        return package.read_text(name, problems)
+
+
+def _scan_folder(
+    folder: str,
+    fd: int,
+    depth: int,
+    count: int,
+    pending: list[tuple[str, int, int]],
+    problems: list[Problem],
+) -> int:
+    """Check one open folder's entries; its subfolders go on ``pending``; the entries seen."""
+    try:
+        entries = _entries(fd)
+    except OSError as exc:
+        problems.append(Problem(folder or ".", "", f"cannot be listed: {exc.strerror}"))
+        return count
+    for name, kind in entries:
+        count += 1
+        if count > MAX_ENTRIES:
+            return count
+        rel = f"{folder}/{name}" if folder else name
+        if kind == "folder":
+            if depth + 1 >= MAX_FOLDER_DEPTH:
+                problems.append(Problem(rel, "", f"folders nest deeper than {MAX_FOLDER_DEPTH}"))
+                continue
+            try:
+                child = os.open(name, _FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                problems.append(Problem(rel, "", f"cannot be opened: {exc.strerror}"))
+                continue
+            pending.append((rel, child, depth + 1))
+        elif kind != "file":
+            problems.append(Problem(rel, "", _not_regular(kind, fd, name)))
+    return count
+
+
+def _entries(fd: int) -> list[tuple[str, str]]:
+    """(name, kind) of each entry of an open folder, by name, not following links."""
+    with os.scandir(fd) as it:
+        return sorted((entry.name, _kind(entry)) for entry in it)
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
@@ -110,10 +305,10 @@ def _mode_kind(mode: int) -> str:
     return "special file"
 
 
-def _not_regular(kind: str, path: Path) -> str:
+def _not_regular(kind: str, folder_fd: int, name: str) -> str:
     if kind == "link":
         try:
-            target = os.readlink(path)
+            target = os.readlink(name, dir_fd=folder_fd)
         except OSError:
             target = "?"
         return (
@@ -123,53 +318,24 @@ def _not_regular(kind: str, path: Path) -> str:
     return f"is a {kind}, not a regular file"
 
 
-def _rel(root: Path, path: Path) -> str:
-    try:
-        return str(path.relative_to(root)) or "."
-    except ValueError:
-        return str(path)
-
-
-def lexists(root: Path, name: str) -> bool:
-    """Whether the package has an entry of that name, of any kind (a dangling link counts)."""
-    return os.path.lexists(root / name)
-
-
-def read_bytes(root: Path, name: str, problems: list[Problem]) -> bytes | None:
-    """The file's bytes; None (and a problem, unless it is missing) when it cannot be read."""
-    limit = MAX_BYTES.get(name, DEFAULT_MAX_BYTES)
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        mode = os.lstat(root / name).st_mode
-        if not stat.S_ISREG(mode):  # before opening: opening a device can act on it
-            problems.append(Problem(name, "", _not_regular(_mode_kind(mode), root / name)))
-            return None
-        fd = os.open(root / name, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        reason = "is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-        problems.append(Problem(name, "", f"cannot be read: {reason}"))
-        return None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # swapped after the lstat
-            problems.append(Problem(name, "", _not_regular(_mode_kind(mode), root / name)))
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        problems.append(Problem(name, "", f"is larger than {limit:,} bytes"))
-        return None
-    return data
-
-
-def read_text(root: Path, name: str, problems: list[Problem]) -> str | None:
-    """The file as UTF-8 text; None (and a problem, unless missing) when it cannot be read."""
-    data = read_bytes(root, name, problems)
-    return None if data is None else decode(data, name, problems)
+def cap_problems(problems: list[Problem]) -> list[Problem]:
+    """At most :data:`MAX_PROBLEMS_PER_FILE` problems of each file, then one saying how many
+    more there were (a report of a million lines helps nobody, and printing it took minutes)."""
+    kept: list[Problem] = []
+    counts: dict[str, int] = {}
+    for problem in problems:
+        if isinstance(problem, StoppedReading):  # says more than "and N more": kept
+            kept.append(problem)
+            continue
+        counts[problem.file] = counts.get(problem.file, 0) + 1
+        if counts[problem.file] <= MAX_PROBLEMS_PER_FILE:
+            kept.append(problem)
+    kept.extend(
+        Problem(file, "", f"and {count - MAX_PROBLEMS_PER_FILE:,} more problem(s)")
+        for file, count in counts.items()
+        if count > MAX_PROBLEMS_PER_FILE
+    )
+    return kept
 
 
 def decode(data: bytes, name: str, problems: list[Problem], where: str = "") -> str | None:
@@ -185,28 +351,6 @@ def decode(data: bytes, name: str, problems: list[Problem], where: str = "") -> 
                 Problem(name, f"line {line}", f"not UTF-8 text (byte {exc.start} of the file)")
             )
         return None
-
-
-def read_json(root: Path, name: str, problems: list[Problem]) -> Any:
-    """The file's JSON value; None (and a problem, unless missing) when it is not usable."""
-    text = read_text(root, name, problems)
-    return None if text is None else parse_json(text, name, problems)
-
-
-def read_jsonl(root: Path, name: str, problems: list[Problem]) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` of every non-blank line that is usable JSON; a problem for each
-    line that is not."""
-    data = read_bytes(root, name, problems)
-    if data is None:
-        return
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        where = f"line {lineno}"
-        line = decode(raw, name, problems, where)
-        if line is None or not line.strip():
-            continue
-        value = parse_json(line, name, problems, where)
-        if value is not None:
-            yield lineno, value
 
 
 def parse_json(text: str, name: str, problems: list[Problem], where: str = "") -> Any:

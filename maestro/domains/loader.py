@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from maestro.domains import files
 from maestro.domains.errors import DomainLoadError, Problem
+from maestro.domains.files import PackageFolder, cap_problems
 from maestro.domains.library import LIBRARY_ROOT
 from maestro.domains.models import DomainManifest, Task
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
@@ -60,12 +60,12 @@ def inspect_package(
     holds its child: close it.
     """
     if trusted:
-        return assemble_package(path, _code_in_process, check_gold=check_gold)
+        return assemble_package(path, _code_in_process, check_gold=check_gold, trusted=True)
     library = library_package(path)
     if library is not None:
         # The resolved folder, not the path given: a link flipped after the check would
         # otherwise have another folder's Python run here (a check-then-use race).
-        return assemble_package(library, _code_in_process, check_gold=check_gold)
+        return assemble_package(library, _code_in_process, check_gold=check_gold, trusted=True)
     # Code an LLM or an outside benchmark wrote is never imported here (DESIGN: untrusted
     # code runs only inside the sandbox).
     return assemble_package(path, _outside_code, check_gold=check_gold)
@@ -99,35 +99,48 @@ class PackageCode:
 
 
 #: Loads a package's models.py, db.json (given parsed, or None when unreadable) and tools.py,
-#: adding every problem found; None when the domain cannot be built.
-CodeLoader = Callable[[Path, DomainManifest, Any, list[Problem]], PackageCode | None]
+#: reading through the open package folder and adding every problem found; None when the
+#: domain cannot be built.
+CodeLoader = Callable[[PackageFolder, DomainManifest, Any, list[Problem]], PackageCode | None]
 
 
 def assemble_package(
-    path: str | Path, load_code: CodeLoader, *, check_gold: bool
+    path: str | Path, load_code: CodeLoader, *, check_gold: bool, trusted: bool = False
 ) -> tuple[Domain | None, list[Problem]]:
     """The loader's steps around the code: files present, domain.json, db.json read, the code
-    (in process or in the sandbox), policy.md, tasks.jsonl with gold replays."""
-    root = Path(path)
-    if not root.is_dir():
-        return None, [Problem(str(root), "", "not a folder")]
+    (in process or in the sandbox), policy.md, tasks.jsonl with gold replays. Every file is
+    read through one handle on the folder (``files.PackageFolder``); hard-linked files are
+    allowed only when ``trusted``. At most ``files.MAX_PROBLEMS_PER_FILE`` problems a file."""
+    folder = PackageFolder.open(path, shared_files=trusted)
+    if isinstance(folder, Problem):
+        return None, [folder]
+    with folder:
+        domain, problems = _assemble(folder, load_code, check_gold=check_gold)
+    return domain, cap_problems(problems)
+
+
+def _assemble(
+    folder: PackageFolder, load_code: CodeLoader, *, check_gold: bool
+) -> tuple[Domain | None, list[Problem]]:
     # Links and special files refuse the whole package before any file of it is read.
-    problems = files.scan_package(root)
+    problems = folder.scan()
     if problems:
         return None, problems
     for name in PACKAGE_FILES:
-        if not files.lexists(root, name):
+        if not folder.lexists(name):
             problems.append(Problem(name, "", "missing"))
 
-    manifest = _load_manifest(root, problems)
-    raw_db = files.read_json(root, "db.json", problems)
-    code = load_code(root, manifest, raw_db, problems) if manifest is not None else None
-    policy = _load_policy(root, problems)
+    manifest = _load_manifest(folder, problems)
+    raw_db = folder.read_json("db.json", problems)
+    code = load_code(folder, manifest, raw_db, problems) if manifest is not None else None
+    policy = _load_policy(folder, problems)
     if manifest is None or code is None:
         return None, problems
-    domain = Domain(manifest, root, code.tables, code.initial, code.toolkit, policy or "", [])
+    domain = Domain(
+        manifest, folder.path, code.tables, code.initial, code.toolkit, policy or "", []
+    )
     try:
-        domain.tasks = _load_tasks(root, domain, problems, check_gold=check_gold)
+        domain.tasks = _load_tasks(folder, domain, problems, check_gold=check_gold)
     except BaseException:
         domain.close()
         raise
@@ -135,19 +148,19 @@ def assemble_package(
 
 
 def _code_in_process(
-    root: Path, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+    folder: PackageFolder, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
 ) -> PackageCode | None:
-    package = _make_package(root, manifest.id)
-    tables = _load_models(root, package, problems)
+    package = _make_package(folder.path, manifest.id)
+    tables = _load_models(folder, package, problems)
     db = load_db(raw_db, tables, problems) if tables is not None else None
-    toolkit = _load_tools(root, package, problems)
+    toolkit = _load_tools(folder, package, problems)
     if tables is None or db is None or toolkit is None:
         return None
     return PackageCode(tables, db, toolkit)
 
 
 def _outside_code(
-    root: Path, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+    folder: PackageFolder, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
 ) -> PackageCode | None:
     """The code step for every package outside the library: in a sandbox child.
 
@@ -162,12 +175,13 @@ def _outside_code(
     if manifest.provenance.source == "imported":
         from maestro.domains.importers import vetted_imports
 
-        vetted, refused = vetted_imports(root, manifest)
+        # By path: the importer's check opens the folder again (files.read_text).
+        vetted, refused = vetted_imports(folder.path, manifest)
         if refused:
             problems.extend(refused)
             return None
     options = SandboxOptions(SandboxLimits(), frozen_vetted(vetted))
-    return sandboxed_code(options)(root, manifest, raw_db, problems)
+    return sandboxed_code(options)(folder, manifest, raw_db, problems)
 
 
 # ----- domain.json ------------------------------------------------------------------------------
@@ -183,8 +197,8 @@ def validation_problems(file: str, prefix: str, exc: ValidationError) -> list[Pr
     return out
 
 
-def _load_manifest(root: Path, problems: list[Problem]) -> DomainManifest | None:
-    raw = files.read_json(root, "domain.json", problems)
+def _load_manifest(folder: PackageFolder, problems: list[Problem]) -> DomainManifest | None:
+    raw = folder.read_json("domain.json", problems)
     if raw is None:
         return None
     try:
@@ -208,10 +222,10 @@ def _make_package(root: Path, domain_id: str) -> str:
 
 
 def _import(
-    root: Path, package: str, stem: str, problems: list[Problem]
+    folder: PackageFolder, package: str, stem: str, problems: list[Problem]
 ) -> types.ModuleType | None:
-    file = root / f"{stem}.py"
-    source = files.read_text(root, file.name, problems)
+    file = folder.path / f"{stem}.py"
+    source = folder.read_text(file.name, problems)
     if source is None:
         return None
     name = f"{package}.{stem}"
@@ -245,8 +259,10 @@ def _import(
     return module
 
 
-def _load_models(root: Path, package: str, problems: list[Problem]) -> dict[str, TableSpec] | None:
-    module = _import(root, package, "models", problems)
+def _load_models(
+    folder: PackageFolder, package: str, problems: list[Problem]
+) -> dict[str, TableSpec] | None:
+    module = _import(folder, package, "models", problems)
     if module is None:
         return None
     return table_specs(module, problems)
@@ -403,8 +419,8 @@ def reference_problems(
     return problems
 
 
-def _load_tools(root: Path, package: str, problems: list[Problem]) -> Toolkit | None:
-    module = _import(root, package, "tools", problems)
+def _load_tools(folder: PackageFolder, package: str, problems: list[Problem]) -> Toolkit | None:
+    module = _import(folder, package, "tools", problems)
     if module is None:
         return None
     specs = []
@@ -419,8 +435,8 @@ def _load_tools(root: Path, package: str, problems: list[Problem]) -> Toolkit | 
     return Toolkit(specs)
 
 
-def _load_policy(root: Path, problems: list[Problem]) -> str | None:
-    text = files.read_text(root, "policy.md", problems)
+def _load_policy(folder: PackageFolder, problems: list[Problem]) -> str | None:
+    text = folder.read_text("policy.md", problems)
     if text is None:
         return None
     if not text.strip():
@@ -432,11 +448,11 @@ def _load_policy(root: Path, problems: list[Problem]) -> str | None:
 
 
 def _load_tasks(
-    root: Path, domain: Domain, problems: list[Problem], *, check_gold: bool
+    folder: PackageFolder, domain: Domain, problems: list[Problem], *, check_gold: bool
 ) -> list[Task]:
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    for lineno, raw in files.read_jsonl(root, "tasks.jsonl", problems):
+    for lineno, raw in folder.read_jsonl("tasks.jsonl", problems):
         where = f"line {lineno}"
         if isinstance(raw, dict) and isinstance(raw.get("id"), str):
             where = f"line {lineno} (task {raw['id']})"

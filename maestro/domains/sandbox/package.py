@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from maestro.domains import files, loader
+from maestro.domains import loader
 from maestro.domains.errors import DomainLoadError, Problem
-from maestro.domains.files import json_nodes
+from maestro.domains.files import PackageFolder, json_nodes
 from maestro.domains.loader import CodeLoader, PackageCode
 from maestro.domains.models import DomainManifest
 from maestro.domains.package import Domain
@@ -106,9 +106,9 @@ def sandboxed_code(options: SandboxOptions | None = None) -> CodeLoader:
         raise ValueError(f"no layer named {sorted(unknown)}; layers: {sorted(SWITCHABLE)}")
 
     def load(
-        root: Path, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+        folder: PackageFolder, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
     ) -> PackageCode | None:
-        return _sandboxed(root, manifest, raw_db, problems, opts)
+        return _sandboxed(folder, manifest, raw_db, problems, opts)
 
     return load
 
@@ -123,7 +123,7 @@ def _open(path: str | Path, options: SandboxOptions, *, check_gold: bool) -> Dom
 
 
 def _sandboxed(
-    root: Path,
+    folder: PackageFolder,
     manifest: DomainManifest,
     raw_db: Any,
     problems: list[Problem],
@@ -131,8 +131,8 @@ def _sandboxed(
 ) -> PackageCode | None:
     found: list[Problem] = []
     # As package files are read everywhere: regular files only, size-capped, strict UTF-8.
-    models_source = files.read_text(root, "models.py", found)
-    tools_source = files.read_text(root, "tools.py", found)
+    models_source = folder.read_text("models.py", found)
+    tools_source = folder.read_text("tools.py", found)
     if options.check_static:
         if models_source is not None:
             found += check_models_source(models_source)
