@@ -1,6 +1,7 @@
 """The sandbox child: runs an untrusted package's models.py and tools.py, answers the host.
 
-Started by the host as ``python -I -B -m maestro.domains.sandbox.child IN_FD OUT_FD``. The
+Started by the host as ``python -I -B -m maestro.domains.sandbox.child IN_FD OUT_FD HOST_PID``
+(the launcher stops the worker when that process dies, ``isolation.fork_worker``). The
 launcher reads the host's ``init`` request, imports every module package code may use (the
 standard-library allowlist, the SDK, pydantic, and the modules the host vetted), warms up
 what those imports load lazily, then sets up the kernel layers and forks the worker
@@ -75,6 +76,9 @@ class SandboxViolation(BaseException):
 def main(argv: list[str]) -> int:
     """Launch the worker and serve the host; returns the worker's exit status."""
     in_fd, out_fd = int(argv[1]), int(argv[2])
+    host_pid = int(argv[3]) if len(argv) > 3 else os.getppid()
+    if os.getppid() != host_pid:  # the host is already gone
+        return 2
     first = read_blocking(in_fd)
     if first is None:
         return 2
@@ -89,7 +93,7 @@ def main(argv: list[str]) -> int:
     _warm_up()
     disabled = options["disable"]
     layers = isolation.enter_namespaces(disabled)
-    before = isolation.fork_worker(layers["pid"] == isolation.ACTIVE, (in_fd, out_fd))
+    before = isolation.fork_worker(layers["pid"] == isolation.ACTIVE, (in_fd, out_fd), host_pid)
     # ----- the worker, from here on -----
     worker = _Worker(init)
     layers.update(worker.isolate(disabled, layers["mount"]))

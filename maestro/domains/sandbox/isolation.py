@@ -19,6 +19,8 @@ import ctypes
 import math
 import os
 import resource
+import signal
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,7 +78,9 @@ def enter_namespaces(disabled: Iterable[str]) -> dict[str, str]:
 RECYCLE_STATUS = 75
 
 
-def fork_worker(pid_namespace: bool, close_in_parents: Iterable[int]) -> int:
+def fork_worker(
+    pid_namespace: bool, close_in_parents: Iterable[int], host_pid: int | None = None
+) -> int:
     """Fork the worker; returns only in the worker: how many workers came before it. The
     parents wait and exit with its status.
 
@@ -85,33 +89,43 @@ def fork_worker(pid_namespace: bool, close_in_parents: Iterable[int]) -> int:
     worker does not. The process that forks the worker holds no package code (the launcher
     imported only what package code may use), so when a worker exits with
     :data:`RECYCLE_STATUS` it forks a fresh one from that pristine state: a new session
-    meets none of the last one's module state.
+    meets none of the last one's module state. The launcher, while it waits, watches
+    ``host_pid``: a host killed without a chance to stop its child (SIGTERM, SIGKILL) must
+    not leave package code running.
     """
     fds = tuple(close_in_parents)
+    watch = host_pid
     if pid_namespace:
         init = os.fork()
         if init:
-            _wait_and_exit(init, fds)
+            _wait_and_exit(init, fds, watch)
         _die_with_parent()
+        watch = None  # the init dies with the launcher, the worker with the init
     before = 0
     while True:
         worker = os.fork()
         if not worker:
             return before
-        status = _wait(worker)
+        status = _wait(worker, watch)
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == RECYCLE_STATUS):
             _exit_as(status, fds)
         before += 1
 
 
-def _wait_and_exit(pid: int, fds: tuple[int, ...]) -> None:
+#: How often the launcher looks whether the host still runs.
+HOST_WATCH_S = 0.2
+
+
+def _wait_and_exit(pid: int, fds: tuple[int, ...], host_pid: int | None = None) -> None:
     # The pipes belong to the worker: the host sees end of file as soon as it dies.
     for fd in fds:
         os.close(fd)
-    _exit_as(_wait(pid), ())
+    _exit_as(_wait(pid, host_pid), ())
 
 
-def _wait(pid: int) -> int:
+def _wait(pid: int, host_pid: int | None = None) -> int:
+    if host_pid is not None:
+        _stop_if_host_dies(pid, host_pid)
     while True:
         try:
             return os.waitpid(pid, 0)[1]
@@ -127,6 +141,29 @@ def _exit_as(status: int, fds: tuple[int, ...]) -> None:
     if os.WIFSIGNALED(status):
         os._exit(128 + os.WTERMSIG(status))
     os._exit(os.WEXITSTATUS(status))
+
+
+def _stop_if_host_dies(child: int, host_pid: int) -> None:
+    """Return when ``child`` has ended; SIGKILL it first if the host dies (this process is
+    then re-parented, its parent pid changes). Killing the init ends the whole PID namespace.
+
+    Not PR_SET_PDEATHSIG: it fires when the host *thread* that started the launcher ends, and
+    the host starts successors from short-lived background threads.
+    """
+    while True:
+        if os.getppid() != host_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+            return
+        try:
+            # WNOWAIT: only look; the caller reaps the child and passes its status up.
+            if os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        time.sleep(HOST_WATCH_S)
 
 
 def _die_with_parent() -> None:

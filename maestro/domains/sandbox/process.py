@@ -172,6 +172,7 @@ class SandboxProcess:
                     "maestro.domains.sandbox.child",
                     str(child_in),
                     str(child_out),
+                    str(os.getpid()),  # the launcher stops the worker if this process dies
                 ],
                 pass_fds=(child_in, child_out),
                 stdin=subprocess.DEVNULL,
