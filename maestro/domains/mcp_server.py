@@ -41,12 +41,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, SecretStr
 from starlette.applications import Starlette
@@ -98,6 +100,10 @@ class MCPOptions(BaseModel):
     deadline_s: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False)
     #: HTTP: the bearer token every request must carry; None: no authentication (loopback only).
     token: SecretStr | None = None
+    #: Changes (as JSON) one session may hold, and all sessions together; a call past either
+    #: has its writes undone and fails.
+    max_session_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=1 << 40)
+    max_held_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=1 << 40)
 
 
 def is_loopback(host: str) -> bool:
@@ -108,6 +114,28 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """The SDK's Host and Origin checks for the address actually served.
+
+    The SDK switches them on by itself only for the strings ``127.0.0.1``, ``localhost`` and
+    ``::1``: served on ``127.0.0.2`` (loopback too, so no token is needed), a page a browser
+    loaded from ``evil.example`` re-resolved to 127.0.0.2 (DNS rebinding) could call the tools.
+    On loopback the Host must name this address or a loopback name and an Origin, if sent,
+    must be one of them. Elsewhere a bearer token is required (``http_app``), which such a page
+    cannot send, and the names clients use for a public address are not known here.
+    """
+    if not is_loopback(host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    bare = host.strip("[]")
+    shown = f"[{bare}]" if ":" in bare else bare
+    names = sorted({shown, "127.0.0.1", "localhost", "[::1]"})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:*" for n in names],
+    )
 
 
 def request_owner(ctx: ServerRequestContext[Any, Any]) -> Owner | str:
@@ -217,11 +245,24 @@ def _result(text: str, *, error: bool, meta: dict[str, Any] | None = None) -> ty
 
 
 def _run_call(
-    env: EnvSession, domain: Domain, name: str, args: dict[str, Any], deadline: float
+    registry: SessionRegistry,
+    env: EnvSession,
+    domain: Domain,
+    name: str,
+    args: dict[str, Any],
+    deadline: float,
 ) -> ToolOutcome:
     with env.lock:
         env.calls += 1
-        return domain.toolkit.call(env.session, name, args, deadline_s=deadline)
+        session = env.session
+        before = {(t, k): record for t, k, record in session.overlay_entries()}
+        out = domain.toolkit.call(session, name, args, deadline_s=deadline)
+        writes = registry.measure(env, before)
+        refused = registry.charge(env, writes) if writes.changed else None
+        if refused is None:
+            return out
+        writes.undo(session)
+        return replace(out, content=f"Error: {refused}", status="tool_error")
 
 
 def build_server(domain: Domain, options: MCPOptions | None = None) -> Server[Any]:
@@ -236,6 +277,8 @@ def _build(domain: Domain, options: MCPOptions) -> tuple[Server[Any], SessionReg
             task_id=options.task_id,
             max_sessions=options.max_sessions,
             idle_timeout_s=options.idle_timeout_s,
+            max_session_bytes=options.max_session_bytes,
+            max_held_bytes=options.max_held_bytes,
         )
     except KeyError as exc:
         raise MCPServerError(str(exc.args[0])) from None
@@ -262,7 +305,7 @@ def _build(domain: Domain, options: MCPOptions) -> tuple[Server[Any], SessionReg
         except SessionError as exc:
             return _result(f"Error: {exc}", error=True, meta={"maestro/status": "session_error"})
         out = await anyio.to_thread.run_sync(
-            _run_call, env, domain, params.name, args, options.deadline_s
+            _run_call, registry, env, domain, params.name, args, options.deadline_s
         )
         return _result(
             out.content,
@@ -341,7 +384,20 @@ class _Guard:
             await _unauthorized(send)
             return
         sid = headers.get(b"mcp-session-id")
-        if scope.get("method") != "DELETE" or not sid:
+        if not sid:
+            await self.app(scope, receive, send)
+            return
+        # While a connection has a request in flight (an open stream too), the SDK keeps it;
+        # so must the registry remember its sessions' endings.
+        session_id = sid.decode("latin-1")
+        self.registry.hold(session_id)
+        try:
+            await self._serve(scope, receive, send, session_id)
+        finally:
+            self.registry.release(session_id)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
+        if scope.get("method") != "DELETE":
             await self.app(scope, receive, send)
             return
         status: list[int] = []
@@ -353,7 +409,7 @@ class _Guard:
 
         await self.app(scope, receive, watch)
         if status and status[0] < 300:
-            self.registry.close_transport(sid.decode("latin-1"))
+            self.registry.close_transport(session_id)
 
 
 async def _unauthorized(send: Send) -> None:
@@ -390,6 +446,7 @@ def http_app(
     # notifications, and the SSE framing cost 1.8x in calls per second (bench/mcp.py).
     app = server.streamable_http_app(
         host=host,
+        transport_security=transport_security(host),
         json_response=True,
         max_sessions=options.max_transport_sessions,
         session_idle_timeout=options.idle_timeout_s,
