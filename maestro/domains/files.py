@@ -10,11 +10,9 @@ Every refusal is a :class:`Problem` naming the file and where in it, never an ex
 - sizes are capped per file (:data:`MAX_BYTES`), checked on the descriptor before reading, and
   only the cap plus one byte is ever read;
 - problems are capped per file (:data:`MAX_PROBLEMS_PER_FILE`);
-- text must be UTF-8; JSON must be JSON: a key twice in one object (the last would silently
-  win), ``NaN`` and ``Infinity``, an integer of more than :data:`MAX_INT_DIGITS` digits (Python
-  refuses past 4,300 with a bare ValueError), a float that overflows, nesting deeper than
-  :data:`MAX_DEPTH`, and a lone surrogate (``"\\ud800"`` parses, then breaks every UTF-8 writer
-  downstream) are each a problem with their location.
+- text must be UTF-8; JSON must be JSON, read strictly (``strict_json.py``: duplicate keys,
+  ``NaN``, huge integers, deep nesting, lone surrogates, more values than the file's size
+  allows are each a problem with their location).
 
 The loader and the sandbox's package reader both read through one :class:`PackageFolder`,
 opened once per load.
@@ -22,12 +20,10 @@ opened once per load.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import itertools
-import json
-import math
 import os
-import re
+import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from maestro.domains.errors import Problem
+
+# json_nodes is imported from here by the sandbox (a bound on what a child's JSON may cost).
+from maestro.domains.strict_json import json_nodes as json_nodes
+from maestro.domains.strict_json import parse_json
 
 #: Per-file caps in bytes (the largest library files are 0.5 MB db.json and 48 KB tasks.jsonl).
 MAX_BYTES: dict[str, int] = {
@@ -46,8 +46,6 @@ MAX_BYTES: dict[str, int] = {
     "tasks.jsonl": 32 * 1024 * 1024,
 }
 DEFAULT_MAX_BYTES = 1024 * 1024
-MAX_DEPTH = 64
-MAX_INT_DIGITS = 20
 #: Entries (files and folders) a package may hold, and how deep its folders may go.
 MAX_ENTRIES = 1000
 MAX_FOLDER_DEPTH = 4
@@ -59,17 +57,14 @@ MAX_FOLDER_DEPTH = 4
 MAX_PROBLEMS_PER_FILE = 100
 
 
-class _Refused(ValueError):
-    """A value the JSON reader refuses; carries the message of its problem."""
-
-
 @dataclass(frozen=True)
 class StoppedReading(Problem):
     """The last problem of a file whose reading stopped at :data:`MAX_PROBLEMS_PER_FILE`."""
 
 
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
 
 
 class PackageFolder:
@@ -353,229 +348,6 @@ def decode(data: bytes, name: str, problems: list[Problem], where: str = "") -> 
         return None
 
 
-def parse_json(text: str, name: str, problems: list[Problem], where: str = "") -> Any:
-    """A JSON value by the rules of this module; None and a problem when it breaks one."""
-    found: list[Problem] = []
-    nodes, allowed = json_nodes(text), MAX_NODES_FREE + len(text) // BYTES_PER_NODE
-    if nodes > allowed:
-        if _deeper_than(text, MAX_DEPTH):  # the truer reason, when it is one
-            message = f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
-        else:
-            message = f"holds {nodes} JSON values, over the {allowed} its size allows"
-        problems.append(Problem(name, where, message))
-        return None
-
-    def at(line: int, col: int, message: str) -> None:
-        # A JSONL line is one line: its location is the caller's ``where``, the column is told.
-        if where:
-            found.append(Problem(name, where, f"{message} at column {col}"))
-        else:
-            found.append(Problem(name, f"line {line} column {col}", message))
-
-    try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_object,
-            parse_int=_int,
-            parse_float=_float,
-            parse_constant=_constant,
-        )
-    except json.JSONDecodeError as exc:
-        at(exc.lineno, exc.colno, f"invalid JSON: {exc.msg}")
-    except RecursionError:
-        found.append(Problem(name, where, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"))
-    except _Refused as exc:
-        at(*_locate(text, str(exc)))
-    else:
-        path_problem = _check_value(value)
-        if path_problem is None:
-            return value
-        location, message = path_problem
-        if len(location) > 60:
-            location = location[:57] + "..."
-        found.append(Problem(name, f"{where} {location}".strip(), message))
-    problems.extend(found)
-    return None
-
-
-#: JSON values a file may hold: this many, and one more per this many bytes (the library's
-#: db.json files hold one per 23-26 bytes). A parsed value costs the host some 60 bytes and
-#: more downstream: ``[[],[],...]`` is 3 bytes a value (3 MB once took 390 MB and 48 s).
-MAX_NODES_FREE = 50_000
-BYTES_PER_NODE = 16
-
-
-def json_nodes(data: bytes | str) -> int:
-    """An upper bound on the JSON values in ``data``, counted without parsing it: every value
-    is a container's first or follows a comma (strings, and what they hold, are skipped)."""
-    if isinstance(data, str):
-        bare = _STRINGS_TEXT.sub("", data)
-        return 1 + bare.count("[") + bare.count("{") + bare.count(",")
-    raw = _STRINGS.sub(b"", data)
-    return 1 + raw.count(b"[") + raw.count(b"{") + raw.count(b",")
-
-
-def _deeper_than(text: str, depth: int) -> bool:
-    """Whether brackets outside strings nest deeper than ``depth`` (only asked of a file
-    already refused, so its cost matters little)."""
-    level = 0
-    for bracket in _BRACKETS.findall(_STRINGS_TEXT.sub("", text)):
-        level += 1 if bracket in "[{" else -1
-        if level > depth:
-            return True
-    return False
-
-
-_BRACKETS = re.compile(r"[\[\]{}]")
-# Possessive: linear on any input, a string that never ends included.
-_STRINGS = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
-_STRINGS_TEXT = re.compile(r'"(?:[^"\\]++|\\.)*+"')
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _Refused("duplicate")
-    return out
-
-
-def _int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise _Refused("bignum")
-    return int(digits)
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Refused("overflow")
-    return value
-
-
-def _constant(text: str) -> Any:
-    raise _Refused("constant")
-
-
-def _check_value(value: Any) -> tuple[str, str] | None:
-    """(location, message) of the first string with a lone surrogate or of nesting too deep."""
-    # A path is built only for the node that fails: one string per node would cost the host
-    # far more than the file (``[[],[],...]``: 3 MB once took 390 MB and 48 s).
-    stack: list[tuple[Any, _Where, int]] = [(value, None, 0)]
-    while stack:
-        node, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return _path(where), f"nested deeper than {MAX_DEPTH} levels"
-        if isinstance(node, str):
-            if _has_surrogate(node):
-                return _path(where), f"a lone surrogate in {node[:40]!a}: not encodable text"
-        elif isinstance(node, dict):
-            for key, child in node.items():
-                if _has_surrogate(key):
-                    return _path(where), f"a lone surrogate in the key {key[:40]!a}"
-                stack.append((child, (where, key), depth + 1))
-        elif isinstance(node, list):
-            stack.extend((child, (where, i), depth + 1) for i, child in enumerate(node))
-    return None
-
-
-#: Where a value is: its parent's place and its key or index (None: the top).
-_Where = tuple[Any, str | int] | None
-
-
-def _path(where: _Where) -> str:
-    steps: list[str | int] = []
-    while where is not None:
-        where, step = where
-        steps.append(step)
-    path = ""
-    for step in reversed(steps):
-        path = f"{path}[{step}]" if isinstance(step, int) else (f"{path}.{step}" if path else step)
-    return path or "(top)"
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-# ----- where a refused value is --------------------------------------------------------------
-
-_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|([^\s{}\[\]:,"]+))', re.S)
-
-
-def _locate(text: str, kind: str) -> tuple[int, int, str]:
-    """Line, column and message of the first value of the refused ``kind`` (only run once a
-    value was refused, so its cost does not matter)."""
-    objects: list[dict[str, int] | None] = []  # per open container: its keys' offsets, or None
-    expect_key = False
-    pos = 0
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            break
-        pos = match.end()
-        string, punct, word = match.groups()
-        start = match.start(1) if string else match.start(2) if punct else match.start(3)
-        if punct in ("{", "["):
-            objects.append({} if punct == "{" else None)
-            expect_key = punct == "{"
-        elif punct in ("}", "]"):
-            if objects:
-                objects.pop()
-            expect_key = False
-        elif punct == ",":
-            expect_key = bool(objects) and objects[-1] is not None
-        elif string is not None and expect_key and objects and objects[-1] is not None:
-            expect_key = False
-            key = json.loads(string)
-            keys = objects[-1]
-            if kind == "duplicate" and key in keys:
-                first_line, first_col = _line_col(text, keys[key])
-                line, col = _line_col(text, start)
-                return (
-                    line,
-                    col,
-                    f"duplicate key {key!r} (first at line {first_line} column {first_col})",
-                )
-            keys[key] = start
-        elif word is not None:
-            message = _word_problem(word, kind)
-            if message:
-                return (*_line_col(text, start), message)
-    return (
-        1,
-        1,
-        {
-            "duplicate": "a key appears twice in one object",
-            "bignum": f"an integer has more than {MAX_INT_DIGITS} digits",
-            "overflow": "a number is too large for a float",
-            "constant": "NaN and Infinity are not JSON",
-        }.get(kind, kind),
-    )
-
-
-def _word_problem(word: str, kind: str) -> str | None:
-    if kind == "bignum" and re.fullmatch(r"-?\d+", word) and len(word.lstrip("-")) > MAX_INT_DIGITS:
-        return f"an integer of {len(word.lstrip('-')):,} digits; at most {MAX_INT_DIGITS}"
-    if kind == "overflow" and re.fullmatch(r"-?[\d.]+[eE][+-]?\d+|-?[\d.]+", word):
-        try:
-            if not math.isfinite(float(word)):
-                return f"{word[:30]} is too large for a float"
-        except ValueError:
-            return None
-    if kind == "constant" and word in ("NaN", "Infinity", "-Infinity"):
-        return f"{word} is not JSON"
-    return None
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
 # ----- writing an export ----------------------------------------------------------------------
 
 
@@ -610,32 +382,70 @@ def check_target(out: Path, *, force: bool) -> None:
 
 def write_inside(out: Path, path: Path, text: str) -> None:
     """Write ``text`` to ``path`` under ``out``, creating folders, never through a link: a
-    link planted in the target (``data -> /etc``) is an error, not a redirect."""
+    link planted in the target (``data -> /etc``) is an error, not a redirect.
+
+    Every step is taken relative to a handle on the folder above it (``mkdirat``, ``openat``
+    with ``O_NOFOLLOW``), so a folder swapped for a link between a check and a write (a race
+    won 1 in a few thousand tries against lstat-then-open) cannot redirect it; the file is
+    written under a fresh name and renamed over the old one, so no existing file (a hard link,
+    a FIFO) is ever written into.
+    """
     relative = path.relative_to(out)  # ValueError for a path outside: a bug, not input
     try:
         out.mkdir(parents=True, exist_ok=True)  # the user's own path may pass through links
+        fd = os.open(out, _FOLDER_FLAGS)
     except OSError as exc:
         raise TargetError(f"cannot create {out}: {exc.strerror}") from None
-    for inside in itertools.accumulate(relative.parts[:-1], os.path.join):
-        folder = out / inside
-        try:
-            mode = os.lstat(folder).st_mode
-        except FileNotFoundError:
-            try:
-                os.mkdir(folder)
-            except OSError as exc:
-                raise TargetError(f"cannot create {folder}: {exc.strerror}") from None
-            continue
-        except OSError as exc:
-            raise TargetError(f"{folder}: {exc.strerror}") from None
-        if not stat.S_ISDIR(mode):
-            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
-            raise TargetError(f"{folder} is {kind}; refusing to write {relative} through it")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        for depth, part in enumerate(relative.parts[:-1], start=1):
+            child = _enter(fd, part, out.joinpath(*relative.parts[:depth]), relative)
+            os.close(fd)
+            fd = child
+        _replace_at(fd, relative.parts[-1], path, text)
+    finally:
+        os.close(fd)
+
+
+def _enter(parent: int, name: str, shown: Path, relative: Path) -> int:
+    """The folder ``name`` inside ``parent`` (made if missing), opened without following a
+    link."""
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=parent)
+        try:
+            return os.open(name, _FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            # Linux answers ENOTDIR for a link under O_DIRECTORY | O_NOFOLLOW, as for any
+            # non-folder: the entry itself (never followed) tells which it is.
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            raise TargetError(
+                f"{shown} is {kind}; refusing to write {relative} through it"
+            ) from None
     except OSError as exc:
-        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-        raise TargetError(f"cannot write {path}: {reason}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+        raise TargetError(f"cannot create {shown}: {exc.strerror}") from None
+
+
+def _replace_at(folder: int, name: str, shown: Path, text: str) -> None:
+    """Write ``text`` as ``name`` in ``folder``: a fresh file, renamed over the old entry."""
+    try:
+        mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        mode = 0
+    except OSError as exc:
+        raise TargetError(f"cannot write {shown}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):  # renaming over it would be safe; saying so is clearer
+        raise TargetError(f"cannot write {shown}: it is a symbolic link")
+    temporary = f".{name}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    try:
+        fd = os.open(temporary, flags, 0o644, dir_fd=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        raise TargetError(f"cannot write {shown}: {exc.strerror}") from None
