@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from maestro.domains.files import TargetError, check_target, write_inside
+from maestro.domains.errors import Problem
+from maestro.domains.files import PackageFolder, TargetError, check_target, write_inside
+from maestro.domains.loader import is_library_package
 from maestro.domains.models import InitialState, Task
 from maestro.domains.package import Domain
 from maestro.domains.tau2_templates import (
@@ -194,12 +196,11 @@ def _json(value: Any) -> str:
 def _code(domain: Domain) -> dict[str, str]:
     assert domain.path is not None
     pkg = f"tau2.domains.{domain.id}"
-    tools_src = (domain.path / "tools.py").read_text(encoding="utf-8")
-    models_src = (domain.path / "models.py").read_text(encoding="utf-8")
+    tools_src, models_src = _sources(domain.path)
     prefix = _class_prefix(domain.id)
     clock = domain.manifest.clock.isoformat() if domain.manifest.clock else None
-    return {
-        "__init__.py": f'"""{domain.manifest.name} (exported from maestro)."""\n',
+    code = {
+        "__init__.py": _doc_literal(f"{domain.manifest.name} (exported from maestro).", "") + "\n",
         "maestro_sdk.py": SDK_TEMPLATE,
         "tool_impl.py": _repoint_sdk(tools_src, pkg, "tools.py"),
         "data_model.py": _data_model(domain, _repoint_sdk(models_src, pkg, "models.py"), prefix),
@@ -208,6 +209,41 @@ def _code(domain: Domain) -> dict[str, str]:
         "environment.py": ENV_TEMPLATE.format(id=domain.id, pkg=pkg, prefix=prefix),
         "README.md": README_TEMPLATE.format(id=domain.id, pkg=pkg, name=domain.manifest.name),
     }
+    for name, text in code.items():  # what the package wrote must not have become code here
+        if name.endswith(".py"):
+            try:
+                compile(text, name, "exec", dont_inherit=True)
+            except SyntaxError as exc:
+                raise Tau2ExportError(
+                    f"generated {name} does not compile (line {exc.lineno}: {exc.msg})"
+                ) from None
+    return code
+
+
+def _sources(folder: Path) -> tuple[str, str]:
+    """tools.py and models.py, read as every package file is (``files.PackageFolder``): no
+    link, no special file, no second name (unless it is the library's), size-capped."""
+    package = PackageFolder.open(folder, shared_files=is_library_package(folder))
+    if isinstance(package, Problem):
+        raise Tau2ExportError(str(package))
+    problems: list[Problem] = []
+    with package:
+        tools_src = package.read_text("tools.py", problems)
+        models_src = package.read_text("models.py", problems)
+    if problems or tools_src is None or models_src is None:
+        shown = "; ".join(str(p) for p in problems) or "tools.py or models.py is missing"
+        raise Tau2ExportError(f"{folder}: {shown}")
+    return tools_src, models_src
+
+
+def _doc_literal(doc: str, indent: str) -> str:
+    """``doc`` as a string literal: triple-quoted when nothing in it can end or escape the
+    literal, otherwise its ``repr`` (a docstring holding \"\"\" once became live code here)."""
+    plain = all(c.isprintable() or c in "\n\t" for c in doc)
+    if not plain or '"""' in doc or "\\" in doc or doc.endswith('"'):
+        return repr(doc)
+    body = "\n".join(f"{indent}{line}" if line else "" for line in doc.splitlines())
+    return f'"""{body.lstrip()}\n{indent}"""' if "\n" in doc else f'"""{doc}"""'
 
 
 def _repoint_sdk(source: str, pkg: str, file: str) -> str:
@@ -249,7 +285,7 @@ def _toolkit(domain: Domain, tools_src: str, pkg: str, prefix: str, clock: str |
         node = defs.get(spec.name)
         if node is None:
             raise Tau2ExportError(f"tools.py: tool {spec.name} is not a top-level function")
-        method, used = _method(node, tools_src, spec.kind)
+        method, used = _method(node, spec.kind)
         methods.append(method)
         names |= used
     imported = sorted(n for n in names if not hasattr(builtins, n))
@@ -272,31 +308,55 @@ def _toolkit(domain: Domain, tools_src: str, pkg: str, prefix: str, clock: str |
     return "\n".join(header) + "\n\n" + body + "\n".join(methods)
 
 
-def _method(node: ast.FunctionDef, src: str, kind: str) -> tuple[str, set[str]]:
+def _method(node: ast.FunctionDef, kind: str) -> tuple[str, set[str]]:
     """A ToolKitBase method with the tool's parameters (minus ``db``) and docstring."""
     args = node.args.args[1:] + node.args.kwonlyargs
     defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + list(node.args.defaults)
     defaults = defaults[1:] + list(node.args.kw_defaults)
     params, used = ["self"], set()
     for arg, default in zip(args, defaults, strict=True):
-        ann = ast.get_source_segment(src, arg.annotation) if arg.annotation else "Any"
+        # Regenerated from the tree (ast.unparse), never pasted: no comment or layout of the
+        # package's source reaches the generated file.
+        ann = ast.unparse(arg.annotation) if arg.annotation else "Any"
         if arg.annotation is not None:
             used |= {n.id for n in ast.walk(arg.annotation) if isinstance(n, ast.Name)}
         text = f"{arg.arg}: {ann}"
         if default is not None:
-            text += f" = {ast.get_source_segment(src, default)}"
+            text += f" = {ast.unparse(default)}"
         params.append(text)
-    ret = ast.get_source_segment(src, node.returns) if node.returns else "Any"
+    ret = ast.unparse(node.returns) if node.returns else "Any"
     if node.returns is not None:
         used |= {n.id for n in ast.walk(node.returns) if isinstance(n, ast.Name)}
     doc = ast.get_docstring(node) or ""
-    doc_lines = "\n".join(f"        {ln}" if ln else "" for ln in doc.splitlines())
     call = ", ".join([f"tool_impl.{node.name}", *(f"{a.arg}={a.arg}" for a in args)])
     tool_type = "ToolType.READ" if kind == "read" else "ToolType.WRITE"
-    method = (
-        f"    @is_tool({tool_type})\n"
-        f"    def {node.name}({', '.join(params)}) -> {ret}:\n"
-        f'        """{doc_lines.lstrip()}\n        """\n'
-        f"        return self._run({call})\n"
-    )
-    return method, used
+
+    def render(literal: str) -> str:
+        return (
+            f"    @is_tool({tool_type})\n"
+            f"    def {node.name}({', '.join(params)}) -> {ret}:\n"
+            f"        {literal}\n"
+            f"        return self._run({call})\n"
+        )
+
+    for literal in (_doc_literal(doc, " " * 8), repr(doc)):  # the plain form, else repr
+        method = render(literal)
+        if _only_the_docstring_differs(method, render('""'), doc):
+            return method, used
+    raise Tau2ExportError(f"tools.py: the docstring of {node.name} cannot be written safely")
+
+
+def _only_the_docstring_differs(method: str, reference: str, doc: str) -> bool:
+    """Whether ``method`` parses to ``reference`` with ``doc`` as its docstring, and nothing
+    more: text from the package changed no statement of the generated code."""
+    trees = []
+    for text in (method, reference):
+        try:
+            (fn,) = ast.parse("class _Check:\n" + text).body[0].body  # type: ignore[attr-defined]
+        except (SyntaxError, ValueError):
+            return False
+        trees.append(fn)
+    mine, theirs = trees
+    if (ast.get_docstring(mine) or "") != doc:
+        return False
+    return ast.dump(ast.Module(mine.body[1:], [])) == ast.dump(ast.Module(theirs.body[1:], []))
