@@ -48,7 +48,8 @@ class DomainManifest(_Strict):
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]{1,39}$")
     name: str = Field(min_length=1)
-    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    #: ASCII digits only: the pattern engine's ``\d`` also takes "١.٠.٠" and fullwidth digits.
+    version: str = Field(pattern=r"^[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$")
     description: str = Field(min_length=1)
     industry: str | None = None
     #: The fixed "now" of the domain's world, so that episodes replay identically.

@@ -397,3 +397,14 @@ def test_hostile_task_lines_are_problems_of_their_line(toy_copy: Path) -> None:
         "tasks.jsonl:line 3: not UTF-8 text (byte 8 of the line)",
         "tasks.jsonl:line 4 id: a lone surrogate in '\\udfff': not encodable text",
     ]
+
+
+@pytest.mark.parametrize("version", ["١.٠.٠", "１.0.0", "1.0.0\n", "1.0", "1234567890.0.0"])
+def test_a_version_is_ascii_digits_only(toy_copy: Path, version: str) -> None:
+    """Unicode digits passed ``\\d`` (the pattern engine's digit class is Unicode's)."""
+    manifest = json.loads((toy_copy / "domain.json").read_text())
+    manifest["version"] = version
+    (toy_copy / "domain.json").write_text(json.dumps(manifest))
+    domain, problems = inspect_package(toy_copy, trusted=True)
+    assert domain is None
+    assert any(p.file == "domain.json" and "version" in str(p) for p in problems), problems
