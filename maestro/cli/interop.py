@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from maestro.cli.domains import load_or_exit
-from maestro.cli.inputs import seconds
+from maestro.cli.inputs import lake_or_exit, seconds
 from maestro.cli.output import echo
 
 export_app = typer.Typer(help="Write a domain in another harness's format.", no_args_is_help=True)
@@ -49,10 +49,10 @@ def serve_mcp(
         MCPOptions,
         MCPServerError,
         check_listen,
-        is_loopback,
         serve_http,
         serve_stdio,
     )
+    from maestro.listen import is_loopback
 
     if transport not in ("http", "stdio"):
         raise typer.BadParameter("must be 'http' or 'stdio'", param_hint="--transport")
@@ -70,6 +70,9 @@ def serve_mcp(
     except MCPServerError as exc:
         raise typer.BadParameter(str(exc), param_hint="--port") from None
     domain = load_or_exit(domain_id)
+    if task is not None and task not in {t.id for t in domain.tasks}:
+        domain.close()
+        raise typer.BadParameter(f"domain {domain.id} has no task {task!r}", param_hint="--task")
     options = MCPOptions(
         task_id=task,
         reset_tool=reset_tool,
@@ -132,6 +135,7 @@ def annotate_export(
     from maestro.cli.prefect_api import flows_api
     from maestro.settings import RunSettings
 
+    lake_or_exit()  # a lake root that is a file: said before the Prefect server starts
     target = out or RunSettings().annotation
     with flows_api() as prefect_ready:
         from maestro.flows.annotate import AnnotationError
@@ -167,6 +171,7 @@ def annotate_import(
     except AnnotationError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    lake_or_exit()  # a lake root that is a file: said before the Prefect server starts
     with flows_api() as prefect_ready:
         from maestro.flows.commands import annotate_import_flow
 
@@ -194,10 +199,9 @@ def annotate_agreement(
 
     from maestro.flows.annotate import AnnotationError
     from maestro.flows.annotations import agreement_report, render_report
-    from maestro.storage import Lake
 
     try:
-        report = agreement_report(Lake(), resamples=resamples)
+        report = agreement_report(lake_or_exit(), resamples=resamples)
     except AnnotationError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -6,17 +6,16 @@ import json
 
 import polars as pl
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 
-from maestro.cli.inputs import seconds
+from maestro.cli.inputs import lake_or_exit, seconds
 from maestro.cli.output import console
-from maestro.storage import Lake, QueryLimits, QueryRefused, StorageError
+from maestro.storage import QueryLimits, QueryRefused, StorageError
 
 
 def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Every lake table with its rows, files and latest version."""
-    lake = _lake()
+    lake = lake_or_exit()
     infos = lake.tables()
     if as_json:
         print(
@@ -40,15 +39,6 @@ def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     console().print(table)
 
 
-def _lake() -> Lake:
-    """The configured lake, or exit 2 naming what is wrong with its settings."""
-    try:
-        return Lake()
-    except (StorageError, ValidationError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-
 def query(
     sql: str = typer.Argument(
         ...,
@@ -70,7 +60,7 @@ def query(
     ),
 ) -> None:
     """Run one SQL query over the lake's tables (and nothing else), bounded in time and memory."""
-    lake = _lake()
+    lake = lake_or_exit()
     try:
         limits = QueryLimits(
             timeout_s or lake.settings.query_timeout_s, memory_mb or lake.settings.query_memory_mb

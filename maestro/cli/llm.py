@@ -11,7 +11,7 @@ import typer
 from maestro.agents.client import Endpoints, ProviderError
 from maestro.agents.embedded import EmbeddedServer, serve
 from maestro.agents.settings import ROLES, LLMSettings, load_llm_settings
-from maestro.cli.inputs import seconds
+from maestro.cli.inputs import listen_or_exit, seconds, writable_file
 from maestro.settings import RunSettings
 
 app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is_help=True)
@@ -19,11 +19,22 @@ app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is
 
 @app.command("serve")
 def serve_cmd(
-    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Address to listen on (loopback unless --allow-public)."
+    ),
     port: int = typer.Option(8901, min=0, max=65535, help="Port (0 picks a free one)."),
     ready_file: Path | None = typer.Option(None, help="Write the base URL here once serving."),
+    allow_public: bool = typer.Option(
+        False,
+        "--allow-public",
+        help="Serve on an address other than loopback (the endpoint has no authentication).",
+    ),
 ) -> None:
     """Serve the embedded model on an OpenAI-compatible endpoint until interrupted."""
+    # Before the model is extracted (400 MB) and loaded: a bad address or file is said at once.
+    listen_or_exit(host, port, allow_public=allow_public, what="the model endpoint")
+    if ready_file is not None:
+        writable_file(ready_file, "--ready-file")
     settings = load_llm_settings().embedded
     serve(settings, host, port, ready_file)
 

@@ -4,19 +4,22 @@ alone, and its schedule."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import typer
 from pydantic import ValidationError
 
-from maestro.cli.inputs import seconds
+from maestro.cli.inputs import cron as cron_line
+from maestro.cli.inputs import lake_or_exit, seconds
 from maestro.cli.output import echo
-from maestro.cli.prefect_api import flows_api
+from maestro.cli.prefect_api import flows_api, prefect_env
 from maestro.flows.stages import NightlyError, NightlyParams, resolve_domains
 from maestro.settings import RunSettings
 
 #: The stages ``maestro stage`` runs, in order (the flows are in maestro.flows.nightly).
 STAGE_NAMES = ("ingest", "simulate", "score", "filter", "curate", "report")
+_DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def _start_ray_meanwhile(params: NightlyParams) -> None:
@@ -65,6 +68,7 @@ def _params(
 def _validate_or_exit(params: NightlyParams) -> None:
     """Bad packages, task ids or options end the command (exit 2) before anything is started
     or written: called before the Prefect home is made and its server launched."""
+    lake_or_exit()  # MAESTRO_LAKE_ROOT naming a file was found only inside a flow
     try:
         domains = resolve_domains(params)
     except NightlyError as exc:
@@ -209,10 +213,23 @@ def stage(
 
 
 def deploy(
-    cron: str = typer.Option("0 2 * * *", help="Cron schedule (UTC)."),
+    cron: str = typer.Option("0 2 * * *", parser=cron_line, help="Cron schedule (UTC)."),
     name: str = typer.Option("maestro-nightly", help="Deployment name."),
 ) -> None:
     """Serve the nightly flow on a schedule through Prefect (runs until interrupted)."""
+    if not _DEPLOYMENT_NAME.fullmatch(name):
+        raise typer.BadParameter(
+            f"{name!r}: use 1 to 100 letters, digits, '.', '_' or '-'", param_hint="--name"
+        )
+    lake_or_exit()
+    prefect_env()
+    # Prefect's own cron check, before its server is launched (``cron_line`` caught typos).
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron)
+    except ValidationError as exc:
+        raise typer.BadParameter(exc.errors()[0]["msg"], param_hint="--cron") from None
     with flows_api() as prefect_ready:
         from maestro.flows.nightly import nightly as flow
 

@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 
 import typer
 
+from maestro.cli.inputs import listen_or_exit
 from maestro.cli.output import echo
 from maestro.flows.flow_logs import configure_flow_logging
 from maestro.flows.prefect_home import (
@@ -69,11 +70,21 @@ def flows_api(
 
 
 def ui(
-    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Address to listen on (loopback unless --allow-public)."
+    ),
     port: int = typer.Option(4200, min=0, max=65535, help="Port (0: any free port)."),
+    allow_public: bool = typer.Option(
+        False,
+        "--allow-public",
+        help="Serve on an address other than loopback (Prefect's API has no authentication: "
+        "whoever reaches it can create and run flows).",
+    ),
 ) -> None:
     """Start the project's Prefect server and UI (or find the one running), print its URL, and
     keep it up until interrupted; every maestro command of the project runs its flows there."""
+    # The host alone (port 0): the port may be held by the project's server, found below.
+    listen_or_exit(host, 0, allow_public=allow_public, what="the Prefect API")
     prefect_env()
     configured = os.environ.pop("PREFECT_API_URL", None)
     if configured:

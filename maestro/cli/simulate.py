@@ -29,8 +29,10 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, last."),
 ) -> None:
     """Simulate episodes of a domain's tasks and print pass^k."""
+    task_ids = [t.strip() for t in tasks.split(",") if t.strip()] if tasks is not None else None
+    if task_ids == []:  # "," or "": read as "no --tasks", it ran every task of the domain
+        raise typer.BadParameter(f"{tasks!r} names no task id", param_hint="--tasks")
     domain = load_or_exit(domain_id)
-    task_ids = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
     if task_ids:
         unknown = [t for t in task_ids if t not in {x.id for x in domain.tasks}]
         if unknown:

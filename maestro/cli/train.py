@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from maestro.cli.domains import load_or_exit
-from maestro.cli.inputs import bounded_float, seconds
+from maestro.cli.inputs import bounded_float, lake_or_exit, seconds
+from maestro.cli.output import echo
 from maestro.cli.prefect_api import flows_api
 
 
@@ -25,6 +26,28 @@ def _base(base: str) -> dict[str, str]:
 def _domains(refs: list[str]) -> list[str]:
     # Fail here, with the problem and its place, rather than inside a flow task.
     return [str(load_or_exit(r).path or r) for r in refs]
+
+
+def _known_or_exit(lake_root: str | None, task_set: str, model: str | None = None) -> None:
+    """The task set (and model) must be in the lake: a typo was found only inside the flow,
+    after a Prefect server (and, to evaluate, the embedded model) had started; three tracebacks
+    and exit 1. Now one line and exit 2, nothing started."""
+    from maestro.storage.rows import ModelRow, TaskSetRow
+
+    lake = lake_or_exit(lake_root)
+    problem = None
+    if lake.version(TaskSetRow.TABLE) is None:
+        problem = "the lake has no task_sets table yet: curate a task set first (maestro nightly)"
+    elif not lake.values(TaskSetRow, "task_set_id", task_set_id=task_set):
+        problem = f"task set {task_set!r} is not in the task_sets table ({lake.root})"
+    elif model is not None and (
+        lake.version(ModelRow.TABLE) is None
+        or not lake.values(ModelRow, "model_id", model_id=model)
+    ):
+        problem = f"model {model!r} is not in the models table ({lake.root})"
+    if problem:
+        echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
 
 
 def train(
@@ -53,6 +76,7 @@ def train(
     if launcher not in ("local", "ray"):
         raise typer.BadParameter(f"{launcher!r} is not local or ray", param_hint="--launcher")
     domains, base_spec = _domains(domain), _base(base)
+    _known_or_exit(lake_root, task_set)
     with flows_api() as prefect_ready:
         # Prefect is imported once its API is set.
         from maestro.flows.training import TrainParams, train_flow
@@ -97,6 +121,7 @@ def evaluate(
 ) -> None:
     """Serve a trained model and score it on a task set's held-out split."""
     domains = _domains(domain)
+    _known_or_exit(lake_root, task_set, model_id)
     with flows_api() as prefect_ready:
         from maestro.flows.training import EvaluateParams, evaluate_flow
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from maestro.cli.inputs import lake_or_exit, listen_or_exit
 from maestro.cli.output import echo
 
 
@@ -17,17 +18,25 @@ def view(
         None, help="Folder for the page (default: the reports folder beside the lake)."
     ),
     serve: bool = typer.Option(True, help="Serve the page on this machine until interrupted."),
-    host: str = typer.Option("127.0.0.1", help="Address to serve on."),
-    port: int = typer.Option(0, min=0, help="Port to serve on (0: any free port)."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Address to serve on (loopback unless --allow-public)."
+    ),
+    port: int = typer.Option(0, min=0, max=65535, help="Port to serve on (0: any free port)."),
+    allow_public: bool = typer.Option(
+        False,
+        "--allow-public",
+        help="Serve on an address other than loopback (the page has no authentication).",
+    ),
     lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
 ) -> None:
     """Write a run's transcript viewer (tasks with their gate verdicts, episodes with every
     message and tool call, score cards with their reasons) and serve it."""
     from maestro.flows.report import reports_dir
-    from maestro.storage import Lake, LakeSettings
     from maestro.view import ViewError, latest_run, load_run, page_server, write_page
 
-    lake = Lake(LakeSettings(root=lake_root) if lake_root else None)
+    if serve:
+        listen_or_exit(host, port, allow_public=allow_public, what="the transcript page")
+    lake = lake_or_exit(lake_root)
     try:
         run = load_run(lake, run_id or latest_run(lake))
     except ViewError as exc:

@@ -34,7 +34,6 @@ an address other than loopback without one is refused.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import socket
 import threading
@@ -54,6 +53,7 @@ from pydantic import BaseModel, Field, SecretStr
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from maestro import listen
 from maestro.domains.mcp_sessions import (
     EnvSession,
     Owner,
@@ -66,6 +66,7 @@ from maestro.domains.mcp_sessions import (
 )
 from maestro.domains.package import Domain
 from maestro.domains.runtime import ToolOutcome
+from maestro.listen import is_loopback
 
 SESSION_META_KEY = "maestro/session"
 OPEN_TOOL = "maestro_open_session"
@@ -104,16 +105,6 @@ class MCPOptions(BaseModel):
     #: has its writes undone and fails.
     max_session_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=1 << 40)
     max_held_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=1 << 40)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def transport_security(host: str) -> TransportSecuritySettings:
@@ -470,16 +461,9 @@ def check_listen(host: str, port: int) -> None:
     if not 1 <= port <= 65535:
         raise MCPServerError(f"port {port} is not between 1 and 65535")
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise MCPServerError(f"cannot listen on {host}: {exc.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(address)
-        except OSError as exc:
-            raise MCPServerError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        listen.check_listen(host, port)
+    except listen.ListenError as exc:
+        raise MCPServerError(str(exc)) from None
 
 
 def serve_http(
