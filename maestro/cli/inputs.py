@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import ValidationError
@@ -53,6 +53,20 @@ seconds = bounded_float(0.0, MAX_SECONDS, low_open=True)
 
 
 # ----- addresses, files and settings: checked before anything starts ------------------------
+
+
+def host_option() -> Any:
+    """``--host`` of a server without authentication: loopback unless ``--allow-public``."""
+    return typer.Option("127.0.0.1", help="Address to listen on (loopback unless --allow-public).")
+
+
+def allow_public_option(what: str) -> Any:
+    """``--allow-public``: serve ``what`` on an address other than loopback, knowingly."""
+    return typer.Option(
+        False,
+        "--allow-public",
+        help=f"Serve on an address other than loopback ({what} has no authentication).",
+    )
 
 
 def listen_or_exit(host: str, port: int, *, allow_public: bool, what: str) -> None:

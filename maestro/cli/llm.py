@@ -11,7 +11,13 @@ import typer
 from maestro.agents.client import Endpoints, ProviderError
 from maestro.agents.embedded import EmbeddedServer, serve
 from maestro.agents.settings import ROLES, LLMSettings, load_llm_settings
-from maestro.cli.inputs import listen_or_exit, seconds, writable_file
+from maestro.cli.inputs import (
+    allow_public_option,
+    host_option,
+    listen_or_exit,
+    seconds,
+    writable_file,
+)
 from maestro.settings import RunSettings
 
 app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is_help=True)
@@ -19,16 +25,10 @@ app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is
 
 @app.command("serve")
 def serve_cmd(
-    host: str = typer.Option(
-        "127.0.0.1", help="Address to listen on (loopback unless --allow-public)."
-    ),
+    host: str = host_option(),
     port: int = typer.Option(8901, min=0, max=65535, help="Port (0 picks a free one)."),
     ready_file: Path | None = typer.Option(None, help="Write the base URL here once serving."),
-    allow_public: bool = typer.Option(
-        False,
-        "--allow-public",
-        help="Serve on an address other than loopback (the endpoint has no authentication).",
-    ),
+    allow_public: bool = allow_public_option("the model endpoint"),
 ) -> None:
     """Serve the embedded model on an OpenAI-compatible endpoint until interrupted."""
     # Before the model is extracted (400 MB) and loaded: a bad address or file is said at once.

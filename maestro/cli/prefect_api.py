@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 
 import typer
 
-from maestro.cli.inputs import listen_or_exit
+from maestro.cli.inputs import allow_public_option, host_option, listen_or_exit
 from maestro.cli.output import echo
 from maestro.flows.flow_logs import configure_flow_logging
 from maestro.flows.prefect_home import (
@@ -70,16 +70,10 @@ def flows_api(
 
 
 def ui(
-    host: str = typer.Option(
-        "127.0.0.1", help="Address to listen on (loopback unless --allow-public)."
-    ),
+    host: str = host_option(),
     port: int = typer.Option(4200, min=0, max=65535, help="Port (0: any free port)."),
-    allow_public: bool = typer.Option(
-        False,
-        "--allow-public",
-        help="Serve on an address other than loopback (Prefect's API has no authentication: "
-        "whoever reaches it can create and run flows).",
-    ),
+    # Prefect's API creates and runs flows: whoever reaches it can run the project's code.
+    allow_public: bool = allow_public_option("Prefect's API"),
 ) -> None:
     """Start the project's Prefect server and UI (or find the one running), print its URL, and
     keep it up until interrupted; every maestro command of the project runs its flows there."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from maestro.cli.inputs import lake_or_exit, listen_or_exit
+from maestro.cli.inputs import allow_public_option, host_option, lake_or_exit, listen_or_exit
 from maestro.cli.output import echo
 
 
@@ -18,15 +18,9 @@ def view(
         None, help="Folder for the page (default: the reports folder beside the lake)."
     ),
     serve: bool = typer.Option(True, help="Serve the page on this machine until interrupted."),
-    host: str = typer.Option(
-        "127.0.0.1", help="Address to serve on (loopback unless --allow-public)."
-    ),
+    host: str = host_option(),
     port: int = typer.Option(0, min=0, max=65535, help="Port to serve on (0: any free port)."),
-    allow_public: bool = typer.Option(
-        False,
-        "--allow-public",
-        help="Serve on an address other than loopback (the page has no authentication).",
-    ),
+    allow_public: bool = allow_public_option("the page"),
     lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
 ) -> None:
     """Write a run's transcript viewer (tasks with their gate verdicts, episodes with every

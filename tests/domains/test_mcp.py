@@ -33,6 +33,18 @@ from maestro.domains.mcp_server import (
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 TIMEOUT_S = 10.0  # every client call is bounded; a hang fails the test instead of the suite
 
+#: A handshake-protocol initialize request, as a raw HTTP client sends it.
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
 
 def run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 60))
@@ -201,18 +213,7 @@ def test_a_forged_session_id_header_on_the_stateless_protocol_reaches_nothing(ur
     async def go() -> tuple[str, Any]:
         async with httpx2.AsyncClient(timeout=TIMEOUT_S) as raw:
             init = await raw.post(
-                url,
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "victim", "version": "1"},
-                    },
-                },
-                headers={"Accept": "application/json, text/event-stream"},
+                url, json=INIT, headers={"Accept": "application/json, text/event-stream"}
             )
             sid = init.headers["mcp-session-id"]
         async with client(url) as victim:  # its own handshake session, written to

@@ -20,18 +20,17 @@ from maestro.domains.mcp_sessions import (
     token_owner,
     transport_owner,
 )
-from tests.domains.test_mcp import OPEN_TOOL, TIMEOUT_S, client, named, opened, run, text
+from tests.domains.test_mcp import (
+    INIT,
+    OPEN_TOOL,
+    TIMEOUT_S,
+    client,
+    named,
+    opened,
+    run,
+    text,
+)
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
