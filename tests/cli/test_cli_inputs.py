@@ -97,7 +97,9 @@ def test_unknown_ids_are_refused_before_prefect_starts(
 
 
 @pytest.mark.parametrize("inside", [False, True])
-@pytest.mark.parametrize("args", [["tables"], ["query", "select count(*) from episodes"]])
+@pytest.mark.parametrize(
+    "args", [["tables"], ["query", "select count(*) from episodes"], ["annotate", "export"]]
+)
 def test_a_lake_root_that_is_a_file_is_an_error_not_an_empty_lake(
     tmp_path: Path, args: list[str], inside: bool
 ) -> None:
