@@ -82,11 +82,14 @@ class TextFormat:
 
 
 #: A parameter holding an ISO date, ``2026-01-05``: checked before the tool runs.
-IsoDate = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$"), TextFormat("date")]
+#: ASCII digits ([0-9]): a pattern's \d also takes other scripts' digits ("２０２４-01-01").
+IsoDate = Annotated[
+    str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"), TextFormat("date")
+]
 #: A parameter holding an ISO datetime without a zone, ``2026-01-05T09:30:00``.
 IsoDateTime = Annotated[
     str,
-    StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$"),
+    StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2})?$"),
     TextFormat("datetime"),
 ]
 

@@ -288,3 +288,15 @@ def test_tool_error_type_is_the_sdk_one() -> None:
     from maestro.domains import sdk
 
     assert sdk.ToolError is ToolError
+
+
+def test_an_iso_date_parameter_takes_ascii_digits_only() -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from maestro.domains.sdk import IsoDate, IsoDateTime
+
+    assert TypeAdapter(IsoDate).validate_python("2026-01-05") == "2026-01-05"
+    assert TypeAdapter(IsoDateTime).validate_python("2026-01-05T09:30") == "2026-01-05T09:30"
+    for bad in ("２０２６-01-05", "٢٠٢٦-01-05"):  # fullwidth, Arabic-Indic
+        with pytest.raises(ValidationError):
+            TypeAdapter(IsoDate).validate_python(bad)
