@@ -3,8 +3,9 @@ OpenAI-compatible endpoint by llama-cpp-python, so a fresh machine runs with not
 
 The model (see :class:`~maestro.agents.settings.EmbeddedModelSettings`) is reassembled from
 package parts, checked by sha256 before use, and cached. It writes tool calls as JSON text;
-:func:`extract_tool_calls` turns them into proper ``tool_calls``. It is for smoke runs, not for
-meaningful scores.
+:func:`extract_tool_calls` turns them into proper ``tool_calls``. Answers to ``response_format``
+and to requests offering ``tools`` are decoded under a grammar, so they parse by construction.
+It is for smoke runs, not for meaningful scores.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from maestro.agents.settings import EmbeddedModelSettings
+
+if TYPE_CHECKING:
+    from llama_cpp import LlamaGrammar
 
 
 class EmbeddedModelError(Exception):
@@ -232,8 +236,16 @@ def bounded_prompt_cache(capacity_bytes: int) -> Any:
 
 
 def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
-    """An OpenAI-compatible app around one llama.cpp model; requests are served one at a time."""
+    """An OpenAI-compatible app around one llama.cpp model; requests are served one at a time.
+
+    ``response_format`` and ``tools`` are honoured with grammar-constrained decoding (see
+    :mod:`maestro.agents.grammar`), each switchable in the settings; a schema that cannot become
+    a grammar is answered 400 with the reason.
+    """
     from llama_cpp import Llama
+
+    # Imported here: llama_cpp loads its native library (0.1 s), which only the server needs.
+    from maestro.agents.grammar import GrammarCache, GrammarError, request_grammar, vocab_check
 
     llm = Llama(
         model_path=str(path),
@@ -244,9 +256,10 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     # Roles alternate (assistant, user, judge), each behind a long system prompt; keeping each
     # prompt's state turns a 40 s prompt evaluation into a 2 s restore (measured here).
     llm.set_cache(bounded_prompt_cache(settings.prompt_cache_mb << 20))
+    grammars = GrammarCache(vocab_check(llm), settings.grammar_cache_size)
     lock = asyncio.Lock()
 
-    def generate(body: dict[str, Any]) -> dict[str, Any]:
+    def generate(body: dict[str, Any], grammar: LlamaGrammar | None) -> dict[str, Any]:
         tools = body.get("tools") or None
         plain = to_plain_messages(body.get("messages") or [], tools)
         result: Any = llm.create_chat_completion(
@@ -255,8 +268,10 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
             top_p=float(body.get("top_p", 1.0)),
             max_tokens=int(body.get("max_tokens") or 512),
             seed=body.get("seed"),
+            grammar=grammar,
         )
-        text = result["choices"][0]["message"].get("content") or ""
+        choice = result["choices"][0]
+        text = choice["message"].get("content") or ""
         names = {t["function"]["name"] for t in tools or []}
         content, calls = extract_tool_calls(text, names) if tools else (text, [])
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -268,19 +283,40 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
             "created": int(time.time()),
             "model": settings.model_name,
             "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+                {
+                    "index": 0,
+                    "message": message,
+                    # "length" says an answer was cut at max_tokens (a JSON answer then breaks).
+                    "finish_reason": "tool_calls" if calls else choice.get("finish_reason"),
+                }
             ],
             "usage": result.get("usage", {}),
         }
+
+    def grammar_for(body: dict[str, Any]) -> LlamaGrammar | None:
+        return request_grammar(
+            body,
+            grammars,
+            schemas=settings.structured_outputs,
+            tool_calls=settings.constrain_tool_calls,
+        )
 
     async def chat(request: web.Request) -> web.Response:
         try:
             body = await request.json()
         except json.JSONDecodeError:
             return web.json_response({"error": {"message": "request body is not JSON"}}, status=400)
+        try:
+            grammar = grammar_for(body)
+        except GrammarError as exc:
+            return web.json_response(
+                {"error": {"message": str(exc), "type": "invalid_request_error"}}, status=400
+            )
         async with lock:
             try:
-                out = await asyncio.get_running_loop().run_in_executor(None, generate, body)
+                out = await asyncio.get_running_loop().run_in_executor(
+                    None, generate, body, grammar
+                )
             except Exception as exc:  # the model failing is the caller's data, not a server crash
                 return web.json_response(
                     {"error": {"message": f"{type(exc).__name__}: {exc}"}}, status=500

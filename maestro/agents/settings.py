@@ -70,6 +70,12 @@ class EmbeddedModelSettings(BaseModel):
     codegen_max_tokens: int = 1024
     #: RAM kept for the KV states of recent prompts (each role's system prompt stays warm).
     prompt_cache_mb: int = 2048
+    #: Decode an answer to a ``response_format`` with a grammar made from its JSON Schema.
+    structured_outputs: bool = True
+    #: Constrain an answer to a request offering ``tools`` to a message or one valid call.
+    constrain_tool_calls: bool = True
+    #: Grammars kept converted and checked (one per schema or list of tools).
+    grammar_cache_size: int = Field(64, ge=1)
     n_threads: int | None = None
     host: str = "127.0.0.1"
     port: int = 0

@@ -1,0 +1,360 @@
+"""Grammars for the embedded model's constrained decoding, checked by llama.cpp's own grammar
+engine over the real model's vocabulary (loaded vocabulary-only: half a second, no weights):
+what a grammar lets through is what the model can write."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from maestro.agents.grammar import (
+    GrammarCache,
+    GrammarError,
+    request_grammar,
+    response_format_schema,
+    schema_gbnf,
+    tool_call_gbnf,
+    vocab_check,
+)
+from maestro.agents.judge import verdict_schema
+from maestro.agents.settings import LLMSettings
+from maestro.domains import Domain, library_ids, library_path, load_domain
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+
+class Vocabulary:
+    """The real model's tokenizer and llama.cpp's grammar sampler, without the weights."""
+
+    def __init__(self) -> None:
+        from maestro.agents.embedded import model_path
+
+        self.llm = llama_cpp.Llama(
+            model_path=str(model_path(LLMSettings().embedded)), vocab_only=True, verbose=False
+        )
+        self.vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self.eos = self.llm.token_eos()
+
+    def accepts(self, gbnf: str, text: str) -> bool:
+        """Whether the grammar lets a model write exactly ``text`` and then stop."""
+        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, gbnf.encode(), b"root")
+        assert sampler, "llama.cpp refused the grammar"
+        try:
+            tokens = self.llm.tokenize(text.encode(), add_bos=False, special=False)
+            for token in [*tokens, self.eos]:
+                data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+                candidates = llama_cpp.llama_token_data_array(data, 1, -1, False)
+                llama_cpp.llama_sampler_apply(sampler, ctypes.byref(candidates))
+                if math.isinf(data[0].logit):
+                    return False
+                if token != self.eos:
+                    llama_cpp.llama_sampler_accept(sampler, token)
+            return True
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Iterator[Vocabulary]:
+    v = Vocabulary()
+    yield v
+    v.llm.close()
+
+
+# ----- response_format schemas ------------------------------------------------------------------
+
+
+class Severity(StrEnum):
+    low = "low"
+    high = "high"
+
+
+class Finding(BaseModel):
+    tool: str | None = None
+    severity: Severity
+    note: str = Field(pattern=r"[a-z]")  # unanchored, as pydantic users write them
+
+
+class ReviewAnswer(BaseModel):
+    """The shapes pydantic gives a stage's answer: Literal, enum, Optional, nested $defs."""
+
+    verdict: Literal["accept", "reject"]
+    findings: list[Finding]
+    missing_operation: str | None = None
+    scores: dict[str, int] = Field(default_factory=dict)
+
+
+def test_a_pydantic_answer_model_becomes_a_grammar_that_admits_its_instances(
+    vocab: Vocabulary,
+) -> None:
+    gbnf = schema_gbnf(ReviewAnswer.model_json_schema())
+    vocab_check(vocab.llm)(gbnf)
+    good = ReviewAnswer(
+        verdict="reject",
+        findings=[Finding(severity=Severity.high, note="no lookup tool")],
+        missing_operation="find_patient",
+        scores={"a": 1},
+    )
+    # The converter writes required properties first, then the optional ones set.
+    assert vocab.accepts(gbnf, good.model_dump_json(exclude_defaults=True))
+    assert vocab.accepts(gbnf, '{"verdict": "accept", "findings": []}')
+    for bad in [
+        '{"verdict": "maybe", "findings": []}',  # not a Literal value
+        '{"verdict": "accept", "findings": [{"severity": "mid", "note": "x"}]}',  # not an enum
+        '{"verdict": "accept", "findings": [{"severity": "low", "note": "ABC"}]}',  # pattern
+        '{"verdict": "accept"}',  # a required field missing
+        '{"verdict": "accept", "findings": [], "extra": 1}',
+        'Sure! {"verdict": "accept", "findings": []}',  # text around the JSON
+    ]:
+        assert not vocab.accepts(gbnf, bad), bad
+
+
+def test_the_blueprint_schema_admits_a_valid_blueprint(vocab: Vocabulary) -> None:
+    from maestro.agents.codegen.blueprint import Blueprint
+    from tests.synthesis.scripted_team import BLUEPRINT
+
+    gbnf = schema_gbnf(Blueprint.model_json_schema())
+    vocab_check(vocab.llm)(gbnf)
+    text = Blueprint.model_validate(BLUEPRINT).model_dump_json(exclude_defaults=True)
+    assert vocab.accepts(gbnf, text)
+    assert not vocab.accepts(gbnf, text.replace('"kind":"write"', '"kind":"delete"', 1))
+
+
+def test_the_judge_schema_admits_the_verdicts_the_prompt_asks_for(vocab: Vocabulary) -> None:
+    gbnf = schema_gbnf(verdict_schema(2))
+    two = '{"verdicts": [{"index": 1, "met": true, "reason": "a"}, {"index": 2, "met": false, "reason": "b"}]}'
+    assert vocab.accepts(gbnf, two)
+    assert not vocab.accepts(gbnf, two.replace('"index": 2', '"index": 3'))
+    assert not vocab.accepts(gbnf, '{"verdicts": [{"index": 1, "met": true, "reason": "a"}]}')
+    assert not vocab.accepts(gbnf, two.replace("true", '"yes"'))
+
+
+def test_json_object_admits_any_object_and_nothing_else(vocab: Vocabulary) -> None:
+    schema = response_format_schema({"type": "json_object"})
+    assert schema is not None
+    gbnf = schema_gbnf(schema)
+    assert vocab.accepts(gbnf, '{"a": [1, {"b": null}]}')
+    assert not vocab.accepts(gbnf, "[1, 2]")
+    assert not vocab.accepts(gbnf, "hello")
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": "object", "properties": {"x": {"type": "decimal"}}}, "at x: Unrecognized schema"),
+        ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "at a:"),
+        ({"$ref": "#/$defs/Nope"}, "at a $ref: Error resolving ref"),
+        ({"$ref": "https://example.com/s.json"}, "Fetching remote schemas is not allowed"),
+        ({"type": "array", "items": [1]}, "a schema must be a JSON object, not 1"),
+    ],
+)
+def test_a_schema_the_grammar_cannot_express_is_an_error_naming_where(
+    schema: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(GrammarError, match="cannot be decoded with a grammar") as err:
+        schema_gbnf(schema)
+    assert problem in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("response_format", "problem"),
+    [
+        ({"type": "xml"}, "response_format.type 'xml' is not one of"),
+        ({"type": "json_schema"}, "response_format.json_schema.schema is missing"),
+        ({"type": "json_schema", "json_schema": {"schema": "x"}}, "is missing or not an object"),
+        ("json", "response_format must be a JSON object"),
+    ],
+)
+def test_a_malformed_response_format_is_an_error(response_format: Any, problem: str) -> None:
+    with pytest.raises(GrammarError, match=problem):
+        response_format_schema(response_format)
+
+
+def test_text_and_a_missing_response_format_ask_for_no_grammar() -> None:
+    assert response_format_schema(None) is None
+    assert response_format_schema({"type": "text"}) is None
+
+
+# ----- tool calls -------------------------------------------------------------------------------
+
+CALL = '{"name": "get_order", "arguments": {"order_id": "O1"}}'
+
+
+def test_with_tools_the_answer_is_a_message_or_one_valid_call(
+    vocab: Vocabulary, toy: Domain
+) -> None:
+    gbnf = tool_call_gbnf(toy.toolkit.schemas())
+    admitted = [
+        f"<tool_call>\n{CALL}\n</tool_call>",
+        CALL,
+        "Your order O1 has shipped.",
+        f"Let me look that up.\n<tool_call>{CALL}</tool_call>",
+        '{"name": "place_order", "arguments": {"customer_id": "C1", "skus": ["S1", "S2"]}}',
+        '{"name": "cancel_order", "arguments": {"order_id": "O1", "reason": "late"}}',
+    ]
+    for text in admitted:
+        assert vocab.accepts(gbnf, text), text
+    refused = [
+        '{"name": "drop_tables", "arguments": {}}',  # not an offered tool
+        '{"name": "get_order", "arguments": {"order_id": 1}}',  # wrong type
+        '{"name": "get_order", "arguments": {}}',  # required argument missing
+        '{"name": "get_order", "arguments": {"order_id": "O1", "x": 1}}',  # unknown argument
+        '{"name": "place_order", "arguments": {"customer_id": "C1", "skus": "S1"}}',
+        f"<tool_call>{CALL}</tool_call><tool_call>{CALL}</tool_call>",  # two calls
+        f"<tool_call>{CALL}</tool_call> Done.",  # text after the call
+        f"```json\n{CALL}\n```",  # a fence is steered into a plain call
+        '{"order_id": "O1"}',
+    ]
+    for text in refused:
+        assert not vocab.accepts(gbnf, text), text
+
+
+def test_every_library_domain_s_tools_become_one_grammar(vocab: Vocabulary) -> None:
+    check = vocab_check(vocab.llm)
+    for domain_id in library_ids():
+        domain = load_domain(library_path(domain_id), check_gold=False)
+        tools = domain.toolkit.schemas()
+        gbnf = tool_call_gbnf(tools)
+        check(gbnf)
+        name = tools[0]["function"]["name"]
+        assert not vocab.accepts(gbnf, f'{{"name": "{name}", "arguments": {{"nope": 1}}}}')
+
+
+def test_tool_choice_required_or_named_allows_only_calls(vocab: Vocabulary, toy: Domain) -> None:
+    tools = toy.toolkit.schemas()
+    required = tool_call_gbnf(tools, "required")
+    assert vocab.accepts(required, CALL)
+    assert not vocab.accepts(required, "Your order shipped.")
+    named = tool_call_gbnf(tools, {"type": "function", "function": {"name": "list_orders"}})
+    assert vocab.accepts(named, '{"name": "list_orders", "arguments": {"customer_id": "C1"}}')
+    assert not vocab.accepts(named, CALL)
+    with pytest.raises(GrammarError, match="tool_choice names 'nope'"):
+        tool_call_gbnf(tools, {"type": "function", "function": {"name": "nope"}})
+
+
+def test_tools_and_a_response_format_allow_a_call_or_the_json_answer(
+    vocab: Vocabulary, toy: Domain
+) -> None:
+    gbnf = tool_call_gbnf(
+        toy.toolkit.schemas(),
+        answer={
+            "$ref": "#/$defs/A",
+            "$defs": {
+                "A": {
+                    "type": "object",
+                    "properties": {"ok": {"type": "boolean"}},
+                    "required": ["ok"],
+                }
+            },
+        },
+    )
+    assert vocab.accepts(gbnf, CALL)
+    assert vocab.accepts(gbnf, '{"ok": true}')
+    assert not vocab.accepts(gbnf, "All done.")
+
+
+def test_tools_whose_definitions_share_a_name_keep_their_own_shapes(vocab: Vocabulary) -> None:
+    def tool(name: str, item: dict[str, Any]) -> dict[str, Any]:
+        params = {
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/Item"}},
+            "required": ["item"],
+            "$defs": {"Item": item},
+        }
+        return {"type": "function", "function": {"name": name, "parameters": params}}
+
+    gbnf = tool_call_gbnf(
+        [
+            tool(
+                "by_id",
+                {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+            ),
+            tool(
+                "by_n",
+                {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            ),
+        ]
+    )
+    assert vocab.accepts(gbnf, '{"name": "by_id", "arguments": {"item": {"id": "x"}}}')
+    assert vocab.accepts(gbnf, '{"name": "by_n", "arguments": {"item": {"n": 3}}}')
+    assert not vocab.accepts(gbnf, '{"name": "by_n", "arguments": {"item": {"id": "x"}}}')
+
+
+def test_a_tool_without_a_name_is_an_error() -> None:
+    with pytest.raises(GrammarError, match=r"tools\[0\] has no function.name"):
+        tool_call_gbnf([{"type": "function", "function": {}}])
+    with pytest.raises(GrammarError, match=r"tool 'f' parameters cannot be decoded.*at x"):
+        tool_call_gbnf(
+            [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "f",
+                        "parameters": {"type": "object", "properties": {"x": {"type": "decimal"}}},
+                    },
+                }
+            ]
+        )
+
+
+# ----- the cache and the request --------------------------------------------------------------
+
+
+def test_grammars_are_built_and_checked_once_per_schema(vocab: Vocabulary) -> None:
+    built: list[str] = []
+    cache = GrammarCache(vocab_check(vocab.llm), capacity=2)
+
+    def build(schema: dict[str, Any]) -> str:
+        built.append(json.dumps(schema))
+        return schema_gbnf(schema)
+
+    a, b, c = ({"type": t} for t in ("string", "integer", "boolean"))
+    first = cache.get(["schema", a], lambda: build(a))
+    assert cache.get(["schema", a], lambda: build(a)) is first
+    cache.get(["schema", b], lambda: build(b))
+    cache.get(["schema", c], lambda: build(c))  # a is the least recently used: evicted
+    assert len(cache) == 2
+    cache.get(["schema", a], lambda: build(a))
+    assert (cache.hits, cache.misses, len(built)) == (1, 4, 4)
+
+
+def test_a_grammar_llama_cpp_refuses_is_an_error_and_not_cached(vocab: Vocabulary) -> None:
+    cache = GrammarCache(vocab_check(vocab.llm))
+    with pytest.raises(GrammarError, match=r"llama\.cpp could not parse the grammar"):
+        cache.get("bad", lambda: "root ::= undefined-rule")
+    assert len(cache) == 0
+
+
+def test_the_settings_switch_each_constraint_off(vocab: Vocabulary, toy: Domain) -> None:
+    cache = GrammarCache(vocab_check(vocab.llm))
+    tools = toy.toolkit.schemas()
+    fmt = {"type": "json_object"}
+    assert request_grammar({"tools": tools}, cache) is not None
+    assert request_grammar({"tools": tools}, cache, tool_calls=False) is None
+    assert request_grammar({"tools": tools, "tool_choice": "none"}, cache) is None
+    assert request_grammar({"response_format": fmt}, cache) is not None
+    assert request_grammar({"response_format": fmt}, cache, schemas=False) is None
+    assert request_grammar({"messages": []}, cache) is None
+
+
+def test_tools_the_grammar_cannot_express_are_answered_unconstrained(vocab: Vocabulary) -> None:
+    cache = GrammarCache(vocab_check(vocab.llm))
+    odd = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {"type": "object", "properties": {"x": {"not": {}}}},
+            },
+        }
+    ]
+    assert request_grammar({"tools": odd}, cache) is None
+    with pytest.raises(GrammarError):  # asked for a format: the error is the caller's to see
+        request_grammar({"tools": odd, "response_format": {"type": "json_object"}}, cache)
