@@ -71,6 +71,16 @@ class CallLog:
         self.calls.append(call)
 
 
+def json_schema_format(name: str, schema: dict[str, Any] | type[BaseModel]) -> dict[str, Any]:
+    """The ``response_format`` asking for JSON valid against ``schema`` (a JSON Schema or a
+    pydantic model): OpenAI's structured outputs, which vLLM, SGLang, llama.cpp's server and the
+    embedded model accept too. Not ``strict``: OpenAI's strict mode refuses optional fields and
+    open dictionaries, which pydantic schemas have."""
+    if isinstance(schema, type):
+        schema = schema.model_json_schema()
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+
+
 def parse_choice(body: dict[str, Any]) -> tuple[Message, str | None]:
     """The first choice's message; tool-call arguments that are not a JSON object stay raw text
     (the tool runtime then answers the assistant with a clear error)."""

@@ -1,8 +1,10 @@
 """The LLM judge of NL assertions: sees the whole transcript, tool calls and results included,
 and returns a verdict and a reason per assertion. Implements scoring's ``Judge`` protocol.
 
-Malformed output is retried; when every attempt fails the judge raises ``JudgeError``, which
-scoring records as an error: never a silent pass or fail.
+The prompt's answer shape, :func:`verdict_schema` (sent as ``response_format``) and
+:func:`parse_verdicts` are one contract. A refused answer goes back to the judge with the reason
+and is asked again; when every attempt fails the judge raises ``JudgeError``, which scoring
+records as an error: never a silent pass or fail.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from maestro.agents.client import ChatClient, ProviderError
+from maestro.agents.client import ChatClient, ProviderError, json_schema_format
 from maestro.conversation import Trajectory
 from maestro.domains.models import Task
 from maestro.scoring.card import AssertionVerdict
@@ -34,7 +36,38 @@ with one entry per assertion, in order.
 # Assertions
 {assertions}"""
 
+#: How a refused answer is sent back; the judge sees its answer above this.
+RETRY_PROMPT = """That answer was refused: {problem}.
+Answer again with JSON only, in the shape stated above, one entry per assertion."""
+
 _JSON_BLOCK = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def verdict_schema(n_assertions: int) -> dict[str, Any]:
+    """The JSON Schema of the answer the prompt asks for, with ``n_assertions`` verdicts."""
+    verdict = {
+        "type": "object",
+        "properties": {
+            "index": {"type": "integer", "enum": list(range(1, n_assertions + 1))},
+            "met": {"type": "boolean"},
+            "reason": {"type": "string"},
+        },
+        "required": ["index", "met", "reason"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "verdicts": {
+                "type": "array",
+                "items": verdict,
+                "minItems": n_assertions,
+                "maxItems": n_assertions,
+            }
+        },
+        "required": ["verdicts"],
+        "additionalProperties": False,
+    }
 
 
 def parse_verdicts(text: str | None, assertions: Sequence[str]) -> list[AssertionVerdict]:
@@ -79,16 +112,20 @@ class LLMJudge:
     async def judge(
         self, task: Task, trajectory: Trajectory, assertions: Sequence[str]
     ) -> list[AssertionVerdict]:
+        if not assertions:
+            return []  # nothing to ask (and a schema of zero verdicts allows no answer)
         prompt = JUDGE_PROMPT.format(
             transcript=trajectory.transcript(),
             assertions="\n".join(f"{i}. {a}" for i, a in enumerate(assertions, start=1)),
         )
         episode = f"{trajectory.domain_id}/{trajectory.task_id}/judge"
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        answer_format = json_schema_format("judge_verdicts", verdict_schema(len(assertions)))
         problems = []
         for attempt in range(self.attempts):
             try:
                 out = await self.client.complete(
-                    [{"role": "user", "content": prompt}], episode=episode, seed=attempt
+                    messages, episode=episode, seed=attempt, response_format=answer_format
                 )
             except ProviderError as exc:
                 raise JudgeError(f"judge endpoint failed: {exc}") from None
@@ -96,4 +133,10 @@ class LLMJudge:
                 return parse_verdicts(out.message.content, assertions)
             except ValueError as exc:
                 problems.append(f"attempt {attempt + 1}: {exc}")
+                # Only the latest refusal is shown: the prompt stays short for a small model.
+                messages = [
+                    messages[0],
+                    {"role": "assistant", "content": out.message.content or ""},
+                    {"role": "user", "content": RETRY_PROMPT.format(problem=exc)},
+                ]
         raise JudgeError("malformed judge output; " + "; ".join(problems))

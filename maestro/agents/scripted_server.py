@@ -75,6 +75,9 @@ class ServerConfig(BaseModel):
     domain_paths: list[str] = Field(default_factory=list)
     #: Keep every request body in ``ScriptedModel.requests`` (off: benchmarks send many).
     keep_requests: bool = False
+    #: Hold text answers to the request's ``response_format`` (JSON Schema); misfits are
+    #: recorded in ``Stats.format_misfits`` and fail ``assert_done``.
+    check_response_format: bool = False
 
 
 @dataclass
@@ -82,6 +85,9 @@ class Stats:
     calls: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     unscripted: list[str] = field(default_factory=list)
+    #: Requests that sent a response_format, per role.
+    response_formats: Counter[str] = field(default_factory=Counter)
+    format_misfits: list[str] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
 
@@ -90,6 +96,8 @@ class Stats:
             "calls": dict(self.calls),
             "faults": dict(self.faults),
             "unscripted": list(self.unscripted),
+            "response_formats": dict(self.response_formats),
+            "format_misfits": list(self.format_misfits),
             "max_in_flight": self.max_in_flight,
         }
 
@@ -105,6 +113,8 @@ class ScriptedModel:
         self.stats = Stats()
         #: (episode, role, request body) of every call when ``keep_requests`` is on.
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        #: (episode, role, response_format) of every call that sent one.
+        self.formats: list[tuple[str, str, dict[str, Any]]] = []
         self._tasks: dict[tuple[str, str], tuple[Domain, Task]] = {}
         if config.mode in ("oracle", "nothing", "minimal"):
             paths = [Path(p) for p in config.domain_paths] or [
@@ -145,6 +155,10 @@ class ScriptedModel:
         self.stats.calls[role] += 1
         if self.config.keep_requests:
             self.requests.append((episode, role, body))
+        response_format = body.get("response_format")
+        if response_format is not None:
+            self.stats.response_formats[role] += 1
+            self.formats.append((episode, role, response_format))
         if self.config.mode == "script":
             with self._lock:
                 queue = self._scripts.get((episode, role))
@@ -254,6 +268,35 @@ def _completion(body: dict[str, Any], reply: Reply, malformed: bool) -> dict[str
     }
 
 
+def format_misfit(response_format: Any, content: str | None) -> str | None:
+    """Why ``content`` does not fit ``response_format``, or None when it does (or none asked)."""
+    if not isinstance(response_format, dict) or response_format.get("type") not in (
+        "json_object",
+        "json_schema",
+    ):
+        return None
+    try:
+        data = json.loads(content or "")
+    except json.JSONDecodeError as exc:
+        return f"the answer is not JSON ({exc.msg}) though the request asked for a JSON format"
+    if response_format["type"] == "json_object":
+        return None if isinstance(data, dict) else "the answer is not a JSON object"
+    import jsonschema  # type: ignore[import-untyped]  # comes with prefect and mcp
+
+    schema = (response_format.get("json_schema") or {}).get("schema") or {}
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        return f"the request's schema is not a valid JSON Schema: {exc.message}"
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(data)
+    )
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+    return f"the answer does not fit its schema at {where}: {error.message}"
+
+
 def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind}}, status=status)
 
@@ -301,6 +344,10 @@ def build_app(model: ScriptedModel) -> web.Application:
             await asyncio.sleep(config.stall_s)
         if fault == "empty":
             reply = Reply(content="")
+        elif config.check_response_format and not reply.tool_calls:
+            problem = format_misfit(body.get("response_format"), reply.content)
+            if problem:
+                model.stats.format_misfits.append(f"{episode}/{role}: {problem}")
         return web.json_response(_completion(body, reply, malformed=fault == "malformed_args"))
 
     async def models(request: web.Request) -> web.Response:
@@ -353,6 +400,10 @@ class ScriptedServer(BackgroundApp):
         problems = []
         if self.model.stats.unscripted:
             problems.append(f"unscripted calls: {self.model.stats.unscripted}")
+        if self.model.stats.format_misfits:
+            problems.append(
+                f"answers that misfit their response_format: {self.model.stats.format_misfits}"
+            )
         left = self.model.leftovers()
         if left:
             problems.append(f"scripted replies never used: {left}")

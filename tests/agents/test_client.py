@@ -191,3 +191,31 @@ def test_a_settings_file_is_read_and_the_environment_wins(
     monkeypatch.setenv("MAESTRO_SETTINGS_FILE", str(tmp_path / "missing.env"))
     with pytest.raises(FileNotFoundError, match=r"missing\.env"):
         load_llm_settings()
+
+
+def test_a_response_format_from_a_pydantic_model_reaches_the_server() -> None:
+    from pydantic import BaseModel
+
+    from maestro.agents.client import json_schema_format
+
+    class Answer(BaseModel):
+        ok: bool
+
+    fmt = json_schema_format("answer", Answer)
+    assert fmt == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": Answer.model_json_schema(), "strict": False},
+    }
+    with ScriptedServer(ServerConfig(check_response_format=True)) as server:
+        server.script("ep", "codegen", [Reply(content='{"ok": true}')])
+
+        async def go() -> Completion:
+            async with Endpoints() as endpoints:
+                client = endpoints.client("codegen", role_settings(), server.base_url)
+                return await client.complete(
+                    [{"role": "user", "content": "ok?"}], episode="ep", response_format=fmt
+                )
+
+        assert asyncio.run(go()).message.content == '{"ok": true}'
+        server.assert_done()
+    assert server.model.formats == [("ep", "codegen", fmt)]
