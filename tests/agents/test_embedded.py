@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
-from maestro.agents.client import Endpoints
+from maestro.agents.client import Endpoints, ProviderError, json_schema_format
 from maestro.agents.embedded import (
     EmbeddedModelError,
     EmbeddedServer,
@@ -19,6 +22,7 @@ from maestro.agents.embedded import (
     to_plain_messages,
 )
 from maestro.agents.settings import EmbeddedModelSettings, LLMSettings
+from maestro.conversation import Completion
 from maestro.domains import Domain
 from tests.conftest import role_settings
 
@@ -140,37 +144,72 @@ def test_missing_package_says_how_to_install(tmp_path: Path) -> None:
         model_path(settings)
 
 
-@pytest.mark.slow
-def test_the_real_embedded_model_answers_and_calls_a_tool(toy: Domain, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real embedded model's base URL (one server for this module's slow tests)."""
     settings = LLMSettings().embedded.model_copy(update={"n_ctx": 4096})
-    with EmbeddedServer(settings, tmp_path) as server:
+    with EmbeddedServer(settings, tmp_path_factory.mktemp("embedded")) as server:
         assert server.base_url is not None
+        yield server.base_url
 
-        async def go() -> tuple[str | None, list[str]]:
-            async with Endpoints() as endpoints:
-                client = endpoints.client(
-                    "assistant",
-                    role_settings(timeout_s=300, deadline_s=600, model=settings.model_name),
-                    server.base_url,
-                )
-                hello = await client.complete(
-                    [{"role": "user", "content": "Say hello in one word."}]
-                )
-                call = await client.complete(
-                    [
-                        {
-                            "role": "system",
-                            "content": "You help customers of a shop. Use the tools.",
-                        },
-                        {"role": "user", "content": "What is the status of order O1?"},
-                    ],
-                    toy.toolkit.schemas(),
-                )
-                return hello.message.content, [c.name for c in call.message.tool_calls]
 
-        text, calls = asyncio.run(go())
-    assert text
-    assert calls == ["get_order"]
+def _ask(
+    base_url: str, *calls: tuple[list[dict[str, Any]], dict[str, Any]], max_tokens: int = 64
+) -> list[Completion]:
+    """Completions from the embedded model, one per (messages, keyword arguments)."""
+
+    async def go() -> list[Completion]:
+        async with Endpoints() as endpoints:
+            settings = role_settings(
+                timeout_s=300, deadline_s=600, max_retries=0, max_tokens=max_tokens
+            )
+            client = endpoints.client("assistant", settings, base_url)
+            return [await client.complete(m, **kw) for m, kw in calls]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_the_real_embedded_model_answers_and_calls_a_tool(embedded: str, toy: Domain) -> None:
+    shop = {"role": "system", "content": "You help customers of a shop. Use the tools."}
+    hello, call = _ask(
+        embedded,
+        ([{"role": "user", "content": "Say hello in one word."}], {}),
+        (
+            [shop, {"role": "user", "content": "What is the status of order O1?"}],
+            {"tools": toy.toolkit.schemas()},
+        ),
+    )
+    assert hello.message.content
+    assert [c.name for c in call.message.tool_calls] == ["get_order"]
+    # Decoded under the tools' grammar, the arguments fit the tool's schema by construction.
+    params = next(
+        t["function"]["parameters"]
+        for t in toy.toolkit.schemas()
+        if t["function"]["name"] == "get_order"
+    )
+    jsonschema.validate(call.message.tool_calls[0].arguments, params)
+
+
+@pytest.mark.slow
+def test_the_real_embedded_model_answers_in_the_schema_asked_for(embedded: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"enum": ["yes", "no"]}, "sure": {"type": "boolean"}},
+        "required": ["answer", "sure"],
+    }
+    fmt = json_schema_format("yes_no", schema)
+    question = [{"role": "user", "content": "Is the sky green? Answer yes or no."}]
+    [out] = _ask(embedded, (question, {"response_format": fmt}), max_tokens=16)
+    jsonschema.validate(json.loads(out.message.content or ""), schema)
+
+
+@pytest.mark.slow
+def test_a_schema_the_embedded_model_cannot_decode_is_a_400_naming_it(embedded: str) -> None:
+    fmt = json_schema_format("odd", {"type": "object", "properties": {"x": {"type": "decimal"}}})
+    with pytest.raises(ProviderError, match="at x: Unrecognized schema") as err:
+        _ask(embedded, ([{"role": "user", "content": "hi"}], {"response_format": fmt}))
+    assert err.value.status == 400
 
 
 def test_the_prompt_cache_counts_the_logits_it_keeps_against_its_capacity() -> None:
