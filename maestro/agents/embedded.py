@@ -366,8 +366,21 @@ def serve(
     asyncio.run(run())
 
 
+def child_environment(settings: EmbeddedModelSettings) -> dict[str, str]:
+    """The environment of a ``maestro llm serve`` child serving exactly ``settings``.
+
+    The child reads its settings from the environment; these are passed whole as JSON in
+    ``MAESTRO_EMBEDDED`` and the nested ``MAESTRO_EMBEDDED__*`` variables are left out, so what
+    the parent was given (a test's smaller context, a benchmark's switches) is what serves.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("MAESTRO_EMBEDDED")}
+    env["MAESTRO_EMBEDDED"] = settings.model_dump_json()
+    return env
+
+
 class EmbeddedServer:
-    """Starts ``maestro llm serve`` as a child process and stops it on exit."""
+    """Starts ``maestro llm serve`` as a child process serving ``settings``, and stops it on
+    exit."""
 
     def __init__(self, settings: EmbeddedModelSettings, run_dir: Path) -> None:
         self.settings = settings
@@ -391,7 +404,9 @@ class EmbeddedServer:
             "--ready-file",
             str(ready),
         ]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=child_environment(self.settings)
+        )
         deadline = time.monotonic() + self.settings.startup_timeout_s
         while time.monotonic() < deadline:
             if ready.exists() and ready.read_text():

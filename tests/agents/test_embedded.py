@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from maestro.agents.client import Endpoints, ProviderError, json_schema_format
 from maestro.agents.embedded import (
     EmbeddedModelError,
     EmbeddedServer,
+    child_environment,
     extract_tool_calls,
     model_path,
     to_plain_messages,
@@ -226,3 +228,20 @@ def test_the_prompt_cache_counts_the_logits_it_keeps_against_its_capacity() -> N
     assert cache.cache_size <= 100 << 20
     assert len(cache.cache_state) == 2
     assert (9, 10, 11) in cache.cache_state  # the newest states are kept
+
+
+def test_the_served_child_gets_exactly_the_settings_it_was_started_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MAESTRO_EMBEDDED__N_CTX", "16384")
+    monkeypatch.setenv("MAESTRO_EMBEDDED__STRUCTURED_OUTPUTS", "true")
+    given = LLMSettings().embedded.model_copy(
+        update={"n_ctx": 2048, "structured_outputs": False, "cache_dir": tmp_path}
+    )
+    env = child_environment(given)
+    assert not [k for k in env if k.startswith("MAESTRO_EMBEDDED__")]
+    for key in [k for k in list(os.environ) if k.startswith("MAESTRO_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert LLMSettings().embedded == given
