@@ -10,7 +10,8 @@ starting to write JSON or a tag is thereby steered into a valid call instead of 
 
 The grammar makes an answer parse; it does not make it right. What the converter does not
 enforce (``minimum``/``maximum``, ``minProperties``, ``uniqueItems``, string formats it does not
-know) stays the stage parser's job. A schema it cannot turn into a grammar is a
+know) stays the stage parser's job. Properties are written required ones first, then the
+optional ones, each group in the schema's order. A schema it cannot turn into a grammar is a
 :class:`GrammarError` naming the problem and where; the embedded server answers it with 400.
 """
 
@@ -99,6 +100,19 @@ def _anchored(schema: Any) -> Any:
     return out
 
 
+def _prepared(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy the converter takes: patterns anchored, and a root that is a ``$ref`` (pydantic
+    writes a recursive model as ``{"$ref": "#/$defs/M", "$defs": ...}``) replaced by what it
+    names, since the converter resolves no reference inside ``$defs`` under such a root."""
+    out: dict[str, Any] = _anchored(schema)
+    ref, defs = out.get("$ref"), out.get("$defs")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+        target = defs.get(ref.removeprefix("#/$defs/"))
+        if isinstance(target, dict):
+            out = {**target, **{k: v for k, v in out.items() if k != "$ref"}}
+    return out
+
+
 def _namespaced(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The schema without its ``$defs`` and those definitions, renamed with ``prefix``, so that
     several schemas (one per tool) share one grammar without their definitions colliding."""
@@ -161,7 +175,7 @@ def schema_gbnf(schema: dict[str, Any], what: str = "response_format schema") ->
     """The grammar of the JSON documents valid against ``schema``."""
     conv = _Converter()
     try:
-        root = _anchored(schema)
+        root = _prepared(schema)
         conv.resolve(root, "schema")
         conv.visit(root, "")
     except _Located as exc:
@@ -201,7 +215,7 @@ def tool_call_gbnf(
     defs: dict[str, Any] = {}
     calls = []
     for i, (name, params) in enumerate(offered):
-        args, tool_defs = _namespaced(_anchored(params), f"t{i}_")
+        args, tool_defs = _namespaced(_prepared(params), f"t{i}_")
         defs.update(tool_defs)
         calls.append(
             {
@@ -213,7 +227,7 @@ def tool_call_gbnf(
         )
     container: dict[str, Any] = {"calls": {"anyOf": calls}}
     if answer is not None:
-        container["answer"], answer_defs = _namespaced(_anchored(answer), "a_")
+        container["answer"], answer_defs = _namespaced(_prepared(answer), "a_")
         defs.update(answer_defs)
     container["$defs"] = defs
     conv = _Converter()

@@ -116,6 +116,19 @@ def test_a_pydantic_answer_model_becomes_a_grammar_that_admits_its_instances(
         assert not vocab.accepts(gbnf, bad), bad
 
 
+class Node(BaseModel):
+    name: str
+    children: list[Node] = Field(default_factory=list)
+
+
+def test_a_recursive_model_becomes_a_grammar(vocab: Vocabulary) -> None:
+    # pydantic writes it as a root $ref into $defs, which the converter alone cannot resolve.
+    gbnf = schema_gbnf(Node.model_json_schema())
+    tree = '{"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}'
+    assert vocab.accepts(gbnf, tree)
+    assert not vocab.accepts(gbnf, '{"name": "a", "children": [{"children": []}]}')
+
+
 def test_the_blueprint_schema_admits_a_valid_blueprint(vocab: Vocabulary) -> None:
     from maestro.agents.codegen.blueprint import Blueprint
     from tests.synthesis.scripted_team import BLUEPRINT
