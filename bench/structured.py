@@ -33,7 +33,13 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
-from maestro.agents.client import CallLog, ChatClient, Endpoints, json_schema_format
+from maestro.agents.client import (
+    CallLog,
+    ChatClient,
+    Endpoints,
+    ProviderError,
+    json_schema_format,
+)
 from maestro.agents.codegen.blueprint import Blueprint, BlueprintError, parse_blueprint
 from maestro.agents.codegen.prompts import ParseError, blueprint_messages, extract_json
 from maestro.agents.embedded import EmbeddedServer
@@ -96,21 +102,23 @@ async def judge_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
     cases.sort(key=lambda c: (c[0], c[1]))
     picked = [cases[i * len(cases) // n] for i in range(n)]
     judge = LLMJudge(client, attempts=1)
-    out = []
+    out: list[Record] = []
     for _, task_id, task, traj in picked:
         assertions = task.evaluation_criteria.nl_assertions
         try:
             await judge.judge(task, traj, assertions)
             outcome, detail = "ok", ""
         except JudgeError as exc:
-            outcome, detail = "malformed", str(exc)[:300]
+            # An endpoint failure (a deadline on a loaded machine) is not a parse failure.
+            failed = log.calls[-1].status != "ok"
+            outcome, detail = ("provider_error" if failed else "malformed"), str(exc)[:300]
         out.append({"id": task_id, "outcome": outcome, "detail": detail, **_last(log)})
     return out
 
 
 async def tools_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
     """The assistant's first answer in each of the first n/2 tasks of two library domains."""
-    out = []
+    out: list[Record] = []
     for domain_id in TOOL_DOMAINS:
         domain = load_domain(library_path(domain_id), check_gold=False)
         assistant = Assistant(client, domain)
@@ -118,9 +126,13 @@ async def tools_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
         for task in domain.tasks[: n // len(TOOL_DOMAINS)]:
             ins = task.user_scenario.instructions
             opening = " ".join(x for x in (ins.reason_for_call, ins.known_info) if x)
-            done = await assistant.respond(
-                [Message(role="user", content=opening)], episode=f"bench/{task.id}", seed=0
-            )
+            try:
+                done = await assistant.respond(
+                    [Message(role="user", content=opening)], episode=f"bench/{task.id}", seed=0
+                )
+            except ProviderError as exc:  # not a parse failure: counted apart
+                out.append({"id": task.id, "outcome": "provider_error", "detail": str(exc)[:200]})
+                continue
             outcome, detail = _classify_answer(done.message, params)
             out.append(
                 {
@@ -155,14 +167,18 @@ def _classify_answer(message: Message, params: dict[str, Any]) -> tuple[str, str
 async def blueprint_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
     schema = Blueprint.model_json_schema()
     fmt = json_schema_format("blueprint", schema)
-    out = []
+    out: list[Record] = []
     for i, (industry, brief) in enumerate(BRIEFS[:n]):
-        done = await client.complete(
-            blueprint_messages(brief, industry, None),
-            response_format=fmt,
-            seed=i,
-            episode=f"bench/blueprint/{industry}",
-        )
+        try:
+            done = await client.complete(
+                blueprint_messages(brief, industry, None),
+                response_format=fmt,
+                seed=i,
+                episode=f"bench/blueprint/{industry}",
+            )
+        except ProviderError as exc:  # not a parse failure: counted apart
+            out.append({"id": industry, "outcome": "provider_error", "detail": str(exc)[:200]})
+            continue
         text = done.message.content or ""
         outcome, detail = _classify_blueprint(text, schema, industry)
         out.append(
@@ -249,7 +265,7 @@ async def run_stages(
             "records": records,
             "wall_s": round(time.perf_counter() - t0, 1),
             "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
-            "completion_tokens": sum(r["completion_tokens"] for r in records),
+            "completion_tokens": sum(r.get("completion_tokens", 0) for r in records),
             **failures(stage, records),
         }
         print(
