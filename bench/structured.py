@@ -12,10 +12,11 @@ Each stage runs alone on a fixed sample; both modes see the same prompts:
 
 Mode ``before`` serves as main did before structured outputs (``response_format`` ignored, no
 tool grammar); ``after`` with both constraints on. One embedded model runs at a time; the load
-average is recorded, since the machine is shared. Results merge into ``--out`` per stage and
-mode, so stages can be run one at a time.
+average is recorded with each answer, since the machine is shared. Each answer is appended to ``--out`` (JSON lines) as it comes and a rerun skips what is
+there, so a run cut short resumes; the summary is printed last.
 
     .venv/bin/python bench/structured.py [--stages judge tools blueprint] [--modes before after]
+    .venv/bin/python bench/structured.py --speed   # tokens/s with and without a grammar
 """
 
 from __future__ import annotations
@@ -25,9 +26,13 @@ import asyncio
 import json
 import os
 import re
+import signal
+import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +51,8 @@ from maestro.agents.embedded import EmbeddedServer
 from maestro.agents.judge import LLMJudge
 from maestro.agents.roles import Assistant
 from maestro.agents.settings import EmbeddedModelSettings, LLMSettings, Role, RoleSettings
-from maestro.conversation import Message
-from maestro.domains import library_ids, library_path, load_domain
+from maestro.conversation import Message, Trajectory
+from maestro.domains import Domain, Task, library_ids, library_path, load_domain
 from maestro.scoring import JudgeError
 from maestro.simulation import gold_trajectory
 
@@ -69,6 +74,16 @@ TOOL_DOMAINS = ("hotel", "vetclinic")
 CALL_SYNTAX = re.compile(r"<tool_call>|\{\s*\"name\"\s*:|\"arguments\"\s*:")
 
 Record = dict[str, Any]
+#: What one sample's call gave: outcome, detail and finish reason.
+Answer = tuple[str, str, str | None]
+
+
+@dataclass
+class Sample:
+    """One fixed prompt of a stage, asked the same way in both modes."""
+
+    id: str
+    ask: Callable[[ChatClient], Awaitable[Answer]]
 
 
 def role(role: Role, emb: EmbeddedModelSettings) -> RoleSettings:
@@ -79,8 +94,8 @@ def role(role: Role, emb: EmbeddedModelSettings) -> RoleSettings:
     return base.model_copy(
         update={
             "max_tokens": min(base.max_tokens, cap),
-            "timeout_s": 900.0,
-            "deadline_s": 900.0,
+            "timeout_s": 1800.0,
+            "deadline_s": 1800.0,
             "max_retries": 0,
             "empty_retries": 0,
         }
@@ -90,8 +105,9 @@ def role(role: Role, emb: EmbeddedModelSettings) -> RoleSettings:
 # ----- stages -----------------------------------------------------------------------------------
 
 
-async def judge_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
-    """Judge tasks spread over transcript lengths (the sample is fixed: sorted, evenly spaced)."""
+def judge_samples(n: int) -> list[Sample]:
+    """Judge tasks spread over transcript lengths, the longest quarter left out to keep the
+    run short (the sample is fixed: sorted by length, evenly spaced)."""
     cases = []
     for domain_id in library_ids():
         domain = load_domain(library_path(domain_id), check_gold=False)
@@ -100,50 +116,52 @@ async def judge_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
                 traj = gold_trajectory(domain, task)
                 cases.append((len(traj.transcript()), task.id, task, traj))
     cases.sort(key=lambda c: (c[0], c[1]))
+    cases = cases[: len(cases) * 3 // 4]
     picked = [cases[i * len(cases) // n] for i in range(n)]
-    judge = LLMJudge(client, attempts=1)
-    out: list[Record] = []
-    for _, task_id, task, traj in picked:
-        assertions = task.evaluation_criteria.nl_assertions
-        try:
-            await judge.judge(task, traj, assertions)
-            outcome, detail = "ok", ""
-        except JudgeError as exc:
-            # An endpoint failure (a deadline on a loaded machine) is not a parse failure.
-            failed = log.calls[-1].status != "ok"
-            outcome, detail = ("provider_error" if failed else "malformed"), str(exc)[:300]
-        out.append({"id": task_id, "outcome": outcome, "detail": detail, **_last(log)})
-    return out
+
+    def ask(task: Task, traj: Trajectory) -> Callable[[ChatClient], Awaitable[Answer]]:
+        async def go(client: ChatClient) -> Answer:
+            try:
+                await LLMJudge(client, attempts=1).judge(
+                    task, traj, task.evaluation_criteria.nl_assertions
+                )
+            except JudgeError as exc:
+                return "malformed", str(exc)[:300], None
+            return "ok", "", None
+
+        return go
+
+    return [Sample(task_id, ask(task, traj)) for _, task_id, task, traj in picked]
 
 
-async def tools_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
-    """The assistant's first answer in each of the first n/2 tasks of two library domains."""
-    out: list[Record] = []
+def tools_samples(n: int) -> list[Sample]:
+    """The assistant's first answer to the customer's opening (reason and what they know) in
+    the first n/2 tasks of two library domains."""
+    samples = []
     for domain_id in TOOL_DOMAINS:
         domain = load_domain(library_path(domain_id), check_gold=False)
-        assistant = Assistant(client, domain)
-        params = {t["function"]["name"]: t["function"]["parameters"] for t in assistant.tools}
+        params = {
+            t["function"]["name"]: t["function"]["parameters"] for t in domain.toolkit.schemas()
+        }
         for task in domain.tasks[: n // len(TOOL_DOMAINS)]:
             ins = task.user_scenario.instructions
             opening = " ".join(x for x in (ins.reason_for_call, ins.known_info) if x)
-            try:
-                done = await assistant.respond(
-                    [Message(role="user", content=opening)], episode=f"bench/{task.id}", seed=0
-                )
-            except ProviderError as exc:  # not a parse failure: counted apart
-                out.append({"id": task.id, "outcome": "provider_error", "detail": str(exc)[:200]})
-                continue
-            outcome, detail = _classify_answer(done.message, params)
-            out.append(
-                {
-                    "id": task.id,
-                    "outcome": outcome,
-                    "detail": detail,
-                    "finish": done.finish_reason,
-                    **_last(log),
-                }
-            )
-    return out
+
+            def ask(
+                opening: str, task_id: str, domain: Domain, params: dict[str, Any]
+            ) -> Callable[[ChatClient], Awaitable[Answer]]:
+                async def go(client: ChatClient) -> Answer:
+                    done = await Assistant(client, domain).respond(
+                        [Message(role="user", content=opening)],
+                        episode=f"bench/{task_id}",
+                        seed=0,
+                    )
+                    return (*_classify_answer(done.message, params), done.finish_reason)
+
+                return go
+
+            samples.append(Sample(task.id, ask(opening, task.id, domain, params)))
+    return samples
 
 
 def _classify_answer(message: Message, params: dict[str, Any]) -> tuple[str, str]:
@@ -164,33 +182,25 @@ def _classify_answer(message: Message, params: dict[str, Any]) -> tuple[str, str
     return ("call" if len(message.tool_calls) == 1 else "calls"), calls[:200]
 
 
-async def blueprint_stage(client: ChatClient, log: CallLog, n: int) -> list[Record]:
+def blueprint_samples(n: int) -> list[Sample]:
+    """The blueprint of each brief, asked with the current prompt and Blueprint's schema."""
     schema = Blueprint.model_json_schema()
     fmt = json_schema_format("blueprint", schema)
-    out: list[Record] = []
-    for i, (industry, brief) in enumerate(BRIEFS[:n]):
-        try:
+
+    def ask(i: int, industry: str, brief: str) -> Callable[[ChatClient], Awaitable[Answer]]:
+        async def go(client: ChatClient) -> Answer:
             done = await client.complete(
                 blueprint_messages(brief, industry, None),
                 response_format=fmt,
                 seed=i,
                 episode=f"bench/blueprint/{industry}",
             )
-        except ProviderError as exc:  # not a parse failure: counted apart
-            out.append({"id": industry, "outcome": "provider_error", "detail": str(exc)[:200]})
-            continue
-        text = done.message.content or ""
-        outcome, detail = _classify_blueprint(text, schema, industry)
-        out.append(
-            {
-                "id": industry,
-                "outcome": outcome,
-                "detail": detail,
-                "finish": done.finish_reason,
-                **_last(log),
-            }
-        )
-    return out
+            text = done.message.content or ""
+            return (*_classify_blueprint(text, schema, industry), done.finish_reason)
+
+        return go
+
+    return [Sample(ind, ask(i, ind, brief)) for i, (ind, brief) in enumerate(BRIEFS[:n])]
 
 
 def _classify_blueprint(text: str, schema: dict[str, Any], industry: str) -> tuple[str, str]:
@@ -213,27 +223,57 @@ def _classify_blueprint(text: str, schema: dict[str, Any], industry: str) -> tup
     return "rejected_in_schema", problem
 
 
-STAGES: dict[
-    str, tuple[Role, Callable[[ChatClient, CallLog, int], Awaitable[list[Record]]], int]
-] = {
-    "judge": ("judge", judge_stage, 12),
-    "tools": ("assistant", tools_stage, 16),
-    "blueprint": ("codegen", blueprint_stage, 8),
+STAGES: dict[str, tuple[Role, Callable[[int], list[Sample]], int]] = {
+    "judge": ("judge", judge_samples, 10),
+    "tools": ("assistant", tools_samples, 12),
+    "blueprint": ("codegen", blueprint_samples, 8),
 }
 
 
-def _last(log: CallLog) -> Record:
-    """The latest call's figures; printed as it comes, since a run here takes many minutes."""
-    call = log.calls[-1]
-    print(f"  {call.episode}: {call.latency_s:.1f} s, {call.completion_tokens} tokens", flush=True)
-    return {
-        "latency_s": round(call.latency_s, 2),
-        "completion_tokens": call.completion_tokens,
-        "status": call.status,
-    }
-
-
 # ----- runs -------------------------------------------------------------------------------------
+
+
+async def run_stage(
+    base_url: str, emb: EmbeddedModelSettings, stage: str, mode: str, n: int, out: Path
+) -> None:
+    """Ask every sample of the stage not yet recorded in ``out`` for this mode; each record is
+    appended as it comes, so a run cut short resumes where it stopped."""
+    role_name, samples, _ = STAGES[stage]
+    done = {(r["stage"], r["mode"], r["id"]) for r in read_records(out)}
+    log = CallLog()
+    async with Endpoints(log) as endpoints:
+        client = endpoints.client(role_name, role(role_name, emb), base_url)
+        for sample in samples(n):
+            if (stage, mode, sample.id) in done:
+                continue
+            load, calls = os.getloadavg()[0], len(log.calls)
+            try:
+                outcome, detail, finish = await sample.ask(client)
+            except ProviderError as exc:
+                outcome, detail, finish = "provider_error", str(exc)[:300], None
+            if len(log.calls) > calls and log.calls[-1].status != "ok":
+                outcome = "provider_error"  # the judge wraps it; not a parse failure either way
+            call = log.calls[-1] if len(log.calls) > calls else None
+            record = {
+                "stage": stage,
+                "mode": mode,
+                "id": sample.id,
+                "outcome": outcome,
+                "detail": detail,
+                "finish": finish,
+                "latency_s": round(call.latency_s, 2) if call else None,
+                "completion_tokens": call.completion_tokens if call else 0,
+                "load_avg_1m": round((load + os.getloadavg()[0]) / 2, 2),
+            }
+            with out.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            print(f"  {stage} {mode} {sample.id}: {outcome} {record['latency_s']} s", flush=True)
+
+
+def read_records(path: Path) -> list[Record]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def failures(stage: str, records: list[Record]) -> dict[str, Any]:
@@ -242,39 +282,29 @@ def failures(stage: str, records: list[Record]) -> dict[str, Any]:
     if stage == "tools":
         attempted = sum(counts[k] for k in ("call", "calls", "invalid_call", "malformed_call"))
         bad = counts["invalid_call"] + counts["malformed_call"]
-        return {"failed": bad, "of": attempted, "counts": dict(counts)}
-    if stage == "blueprint":
-        bad = counts["not_json"] + counts["off_schema"]
-        return {"failed": bad, "of": len(records), "counts": dict(counts)}
-    return {"failed": counts["malformed"], "of": len(records), "counts": dict(counts)}
+    elif stage == "blueprint":
+        bad, attempted = counts["not_json"] + counts["off_schema"], len(records)
+    else:
+        bad, attempted = counts["malformed"], len(records)
+    attempted -= counts["provider_error"] if stage != "tools" else 0
+    return {"failed": bad, "of": attempted, "counts": dict(counts)}
 
 
-async def run_stages(
-    base_url: str, emb: EmbeddedModelSettings, stages: list[str], sizes: dict[str, int]
-) -> dict[str, Any]:
-    results = {}
-    for stage in stages:
-        role_name, fn, _ = STAGES[stage]
-        log = CallLog()
-        async with Endpoints(log) as endpoints:
-            client = endpoints.client(role_name, role(role_name, emb), base_url)
-            load = os.getloadavg()[0]
-            t0 = time.perf_counter()
-            records = await fn(client, log, sizes[stage])
-        results[stage] = {
-            "records": records,
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
-            "completion_tokens": sum(r.get("completion_tokens", 0) for r in records),
-            **failures(stage, records),
-        }
-        print(
-            json.dumps(
-                {"stage": stage, **{k: v for k, v in results[stage].items() if k != "records"}}
-            ),
-            flush=True,
-        )
-    return results
+def summary(records: list[Record]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for stage in STAGES:
+        for mode in ("before", "after"):
+            rs = [r for r in records if r["stage"] == stage and r["mode"] == mode]
+            if not rs:
+                continue
+            timed = [r["latency_s"] for r in rs if r["latency_s"] is not None]
+            out.setdefault(stage, {})[mode] = {
+                **failures(stage, rs),
+                "mean_latency_s": round(statistics.mean(timed), 1) if timed else None,
+                "completion_tokens": sum(r["completion_tokens"] for r in rs),
+                "mean_load_avg_1m": round(statistics.mean(r["load_avg_1m"] for r in rs), 1),
+            }
+    return out
 
 
 def grammar_speed(emb: EmbeddedModelSettings, tokens: int = 128) -> dict[str, Any]:
@@ -311,34 +341,32 @@ def main() -> None:
         "--modes", nargs="+", choices=["before", "after"], default=["before", "after"]
     )
     parser.add_argument("--n", type=int, help="sample size of every stage (default: per stage)")
-    parser.add_argument("--out", type=Path, default=Path("runs/bench/structured.json"))
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/structured.jsonl"))
+    parser.add_argument("--fresh", action="store_true", help="forget earlier records in --out")
     parser.add_argument(
         "--speed", action="store_true", help="only measure generation speed with a grammar"
     )
     args = parser.parse_args()
+    # A deadline's SIGTERM unwinds normally, so the embedded model's process is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.speed:
         print(json.dumps(grammar_speed(LLMSettings().embedded)))
         return
-    sizes = {s: args.n or STAGES[s][2] for s in STAGES}
-    report: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for mode in args.modes:
-        on = mode == "after"
-        emb = LLMSettings().embedded.model_copy(
-            update={"structured_outputs": on, "constrain_tool_calls": on}
-        )
-        print(f"== {mode}: cpus {os.cpu_count()}, load {os.getloadavg()}", flush=True)
-        with EmbeddedServer(emb, args.out.parent) as server:
-            assert server.base_url is not None
-            results = asyncio.run(run_stages(server.base_url, emb, args.stages, sizes))
-        for stage, result in results.items():
-            report.setdefault(stage, {})[mode] = result
-        args.out.write_text(json.dumps(report, indent=1))
-    summary = {
-        stage: {mode: f"{r['failed']}/{r['of']}" for mode, r in modes.items()}
-        for stage, modes in report.items()
-    }
-    print(json.dumps(summary))
+    if args.fresh:
+        args.out.unlink(missing_ok=True)
+    for stage in args.stages:
+        for mode in args.modes:
+            on = mode == "after"
+            emb = LLMSettings().embedded.model_copy(
+                update={"structured_outputs": on, "constrain_tool_calls": on}
+            )
+            print(f"== {stage} {mode}: cpus {os.cpu_count()}, load {os.getloadavg()}", flush=True)
+            with EmbeddedServer(emb, args.out.parent) as server:
+                assert server.base_url is not None
+                n = args.n or STAGES[stage][2]
+                asyncio.run(run_stage(server.base_url, emb, stage, mode, n, args.out))
+    print(json.dumps(summary(read_records(args.out)), indent=1))
 
 
 if __name__ == "__main__":
