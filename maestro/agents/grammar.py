@@ -79,8 +79,40 @@ class _Converter(SchemaConverter):
 # ----- schema clean-up --------------------------------------------------------------------------
 
 
+#: Shorthand classes the converter passes through verbatim, which llama.cpp then refuses.
+_SHORTHANDS = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r"}
+
+
+def _spelled_out(pattern: str) -> str:
+    r"""``\d``, ``\w``, ``\s`` and their negations as bracket classes (``\d{4}`` as
+    ``[0-9]{4}``). Inside a bracket class the positive ones are spelled out; a negated one there
+    is left for the converter to refuse."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            esc = pattern[i + 1]
+            body = _SHORTHANDS.get(esc.lower())
+            if body is None or (in_class and esc.isupper()):
+                out.append(pattern[i : i + 2])
+            elif in_class:
+                out.append(body)
+            else:
+                out.append(f"[{'^' if esc.isupper() else ''}{body}]")
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def _anchored(schema: Any) -> Any:
-    """A copy whose string ``pattern``s are anchored at both ends.
+    """A copy whose string ``pattern``s the converter takes: shorthand classes spelled out, and
+    anchored at both ends.
 
     JSON Schema patterns match anywhere (pydantic's ``Field(pattern=...)`` often omits ``^``/``$``);
     the converter only takes anchored ones, so ``abc`` becomes ``^.*abc.*$``, its meaning.
@@ -92,6 +124,7 @@ def _anchored(schema: Any) -> Any:
     out = {}
     for key, value in schema.items():
         if key == "pattern" and isinstance(value, str):
+            value = _spelled_out(value)
             head = "" if value.startswith("^") else "^.*"
             tail = "" if value.endswith("$") and not value.endswith("\\$") else ".*$"
             out[key] = f"{head}{value}{tail}" if head or tail else value

@@ -116,6 +116,26 @@ def test_a_pydantic_answer_model_becomes_a_grammar_that_admits_its_instances(
         assert not vocab.accepts(gbnf, bad), bad
 
 
+@pytest.mark.parametrize(
+    ("pattern", "good", "bad"),
+    [
+        (r"^\d{4}-\d{2}-\d{2}$", "2026-01-05", "2026-1-05"),
+        (r"^\S+@\S+$", "a@b.c", "a b@c"),
+        (r"^[A-Z]\w*$", "Rental_2", "Rental-2"),
+        (r"^[\d_]+$", "12_3", "12a"),
+        (r"^\D\s\W$", "a !", "1 !"),
+    ],
+)
+def test_shorthand_classes_in_patterns_are_honoured(
+    vocab: Vocabulary, pattern: str, good: str, bad: str
+) -> None:
+    # The converter passes \d, \w, \s through verbatim, which llama.cpp refuses to parse.
+    gbnf = schema_gbnf({"type": "string", "pattern": pattern})
+    vocab_check(vocab.llm)(gbnf)
+    assert vocab.accepts(gbnf, json.dumps(good))
+    assert not vocab.accepts(gbnf, json.dumps(bad))
+
+
 class Node(BaseModel):
     name: str
     children: list[Node] = Field(default_factory=list)
