@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,10 @@ def json_schema_format(name: str, schema: dict[str, Any] | type[BaseModel]) -> d
     pydantic model): OpenAI's structured outputs, which vLLM, SGLang, llama.cpp's server and the
     embedded model accept too. Not ``strict``: OpenAI's strict mode refuses optional fields and
     open dictionaries, which pydantic schemas have."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        raise ValueError(
+            f"response format name {name!r} must be 1-64 of A-Z a-z 0-9 _ - (OpenAI's rule)"
+        )
     if isinstance(schema, type):
         schema = schema.model_json_schema()
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}

@@ -219,3 +219,5 @@ def test_a_response_format_from_a_pydantic_model_reaches_the_server() -> None:
         assert asyncio.run(go()).message.content == '{"ok": true}'
         server.assert_done()
     assert server.model.formats == [("ep", "codegen", fmt)]
+    with pytest.raises(ValueError, match="response format name 'a b' must be 1-64 of"):
+        json_schema_format("a b", Answer)
