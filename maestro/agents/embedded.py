@@ -338,11 +338,27 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
 
 
 def serve(
-    settings: EmbeddedModelSettings, host: str, port: int, ready_file: Path | None = None
+    settings: EmbeddedModelSettings,
+    host: str,
+    port: int,
+    ready_file: Path | None = None,
+    *,
+    exit_with_parent: bool = False,
 ) -> None:
-    """Serve in the foreground until interrupted; writes the URL to ``ready_file`` once up."""
+    """Serve in the foreground until interrupted; writes the URL to ``ready_file`` once up.
+
+    With ``exit_with_parent`` the server also stops when the process that started it is gone
+    (killed without stopping it: a deadline's SIGKILL), instead of holding two cores forever.
+    A stop ends the process within a few seconds even while a generation is in flight.
+    """
     path = model_path(settings)
     app = build_app(settings, path)
+    parent = os.getppid()
+
+    async def orphaned(stop: asyncio.Event) -> None:
+        while os.getppid() == parent:
+            await asyncio.sleep(1.0)
+        stop.set()
 
     async def run() -> None:
         runner = web.AppRunner(app, access_log=None)
@@ -360,7 +376,15 @@ def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        watch = asyncio.create_task(orphaned(stop)) if exit_with_parent else None
         await stop.wait()
+        # A generation in flight keeps its executor thread (and so the process) alive until it
+        # ends, minutes on a loaded machine: the process ends 5 s after a stop regardless.
+        backstop = threading.Timer(5.0, os._exit, args=(0,))
+        backstop.daemon = True  # a clean exit does not wait for it
+        backstop.start()
+        if watch is not None:
+            watch.cancel()
         await runner.cleanup()
 
     asyncio.run(run())
@@ -403,6 +427,7 @@ class EmbeddedServer:
             str(self.settings.port),
             "--ready-file",
             str(ready),
+            "--exit-with-parent",
         ]
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=child_environment(self.settings)

@@ -29,6 +29,9 @@ def serve_cmd(
     port: int = typer.Option(8901, min=0, max=65535, help="Port (0 picks a free one)."),
     ready_file: Path | None = typer.Option(None, help="Write the base URL here once serving."),
     allow_public: bool = allow_public_option("the model endpoint"),
+    exit_with_parent: bool = typer.Option(
+        False, help="Stop when the process that started this one is gone."
+    ),
 ) -> None:
     """Serve the embedded model on an OpenAI-compatible endpoint until interrupted."""
     # Before the model is extracted (400 MB) and loaded: a bad address or file is said at once.
@@ -36,7 +39,7 @@ def serve_cmd(
     if ready_file is not None:
         writable_file(ready_file, "--ready-file")
     settings = load_llm_settings().embedded
-    serve(settings, host, port, ready_file)
+    serve(settings, host, port, ready_file, exit_with_parent=exit_with_parent)
 
 
 @app.command("check")

@@ -7,6 +7,10 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +249,40 @@ def test_the_served_child_gets_exactly_the_settings_it_was_started_with(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert LLMSettings().embedded == given
+
+
+@pytest.mark.slow
+def test_the_served_model_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
+    # The parent starts the server and is then SIGKILLed, as a deadline does: no stop() runs.
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path\n"
+            "from maestro.agents.embedded import EmbeddedServer\n"
+            "from maestro.agents.settings import LLMSettings\n"
+            "s = LLMSettings().embedded.model_copy(update={'n_ctx': 512})\n"
+            "server = EmbeddedServer(s, Path(sys.argv[1])).start()\n"
+            "print(server.proc.pid, flush=True)\n"
+            "time.sleep(600)\n",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(f"/proc/{child}").exists():
+        state = Path(f"/proc/{child}/stat").read_text().split()[2]
+        if state == "Z":  # ended; only its reaping is left to init
+            break
+        time.sleep(0.5)
+    else:
+        if Path(f"/proc/{child}").exists():
+            os.kill(child, signal.SIGKILL)
+            pytest.fail("the embedded model outlived its parent by 30 s")
