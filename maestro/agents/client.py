@@ -72,18 +72,23 @@ class CallLog:
         self.calls.append(call)
 
 
-def json_schema_format(name: str, schema: dict[str, Any] | type[BaseModel]) -> dict[str, Any]:
+def json_schema_format(
+    name: str, schema: dict[str, Any] | type[BaseModel], *, strict: bool = False
+) -> dict[str, Any]:
     """The ``response_format`` asking for JSON valid against ``schema`` (a JSON Schema or a
     pydantic model): OpenAI's structured outputs, which vLLM, SGLang, llama.cpp's server and the
-    embedded model accept too. Not ``strict``: OpenAI's strict mode refuses optional fields and
-    open dictionaries, which pydantic schemas have."""
+    embedded model accept too. Not ``strict`` by default: OpenAI's strict mode refuses optional
+    fields and open dictionaries, which pydantic schemas have."""
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise ValueError(
             f"response format name {name!r} must be 1-64 of A-Z a-z 0-9 _ - (OpenAI's rule)"
         )
     if isinstance(schema, type):
         schema = schema.model_json_schema()
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": name, "schema": schema, "strict": strict},
+    }
 
 
 def parse_choice(body: dict[str, Any]) -> tuple[Message, str | None]:

@@ -149,15 +149,114 @@ def test_a_recursive_model_becomes_a_grammar(vocab: Vocabulary) -> None:
     assert not vocab.accepts(gbnf, '{"name": "a", "children": [{"children": []}]}')
 
 
-def test_the_blueprint_schema_admits_a_valid_blueprint(vocab: Vocabulary) -> None:
-    from maestro.agents.codegen.blueprint import Blueprint
-    from tests.synthesis.scripted_team import BLUEPRINT
+def grammar_order(schema: dict[str, Any], value: Any, root: dict[str, Any]) -> Any:
+    """``value`` with every object's keys in the order the grammar writes them: the required
+    properties, then the optional ones, each in the schema's order (a model decoding under the
+    grammar writes them so; the parsers do not care)."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    if "anyOf" in schema:
+        kind = {dict: "object", list: "array"}.get(type(value))
+        branch = next((b for b in schema["anyOf"] if kind and _kind(b, root) == kind), None)
+        return value if branch is None else grammar_order(branch, value, root)
+    if isinstance(value, list):
+        return [grammar_order(schema.get("items", {}), v, root) for v in value]
+    if not isinstance(value, dict):
+        return value
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    keys = [k for k in props if k in required] + [k for k in props if k not in required]
+    keys += [k for k in value if k not in props]
+    other = schema.get("additionalProperties")
+    return {
+        k: grammar_order(props.get(k, other if isinstance(other, dict) else {}), value[k], root)
+        for k in keys
+        if k in value
+    }
 
-    gbnf = schema_gbnf(Blueprint.model_json_schema())
+
+def _kind(schema: dict[str, Any], root: dict[str, Any]) -> Any:
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    return schema.get("type")
+
+
+def _stage_answers() -> list[tuple[str, dict[str, Any], list[BaseModel], str]]:
+    """Every codegen JSON stage: the response_format it sends, answers its parser accepts (as
+    the model would write them: pydantic's field order), and one its grammar must refuse."""
+    from maestro.agents.codegen.answers import ReviewAnswer as Review
+    from maestro.agents.codegen.answers import response_format
+    from maestro.agents.codegen.blueprint import BlueprintDraft
+    from maestro.agents.codegen.data import data_answer_model
+    from maestro.agents.codegen.normalise import parse_blueprint
+    from maestro.agents.codegen.scenario_prompts import RefusalDraft, ScenarioDraft
+    from maestro.agents.codegen.state import DEFAULT_CLOCK
+    from tests.synthesis.scripted_team import BLUEPRINT, data_answer
+
+    bp = parse_blueprint(BLUEPRINT, clock=DEFAULT_CLOCK)
+    data = data_answer_model(bp)
+    scenario = ScenarioDraft(
+        persona="Anna, a commuter",
+        reason_for_call="cancel her booking",
+        known_info="booking BK1001",
+        task_instructions="Ask to cancel.",
+        nl_assertions=["The agent cancels BK1001."],
+    )
+    refusal = RefusalDraft(
+        candidate=2,
+        rule="no refunds after departure",
+        communicate_info=["departed"],
+        **scenario.model_dump(exclude={"unknown_info"}),
+    )
+    return [
+        (
+            "blueprint",
+            response_format("blueprint", BlueprintDraft),
+            [
+                BlueprintDraft.model_validate(
+                    bp.model_dump(include=set(BlueprintDraft.model_fields))
+                )
+            ],
+            '{"domain_id": "x"}',
+        ),
+        (
+            "data",
+            response_format("data", data),
+            [data.model_validate(data_answer())],
+            '{"records": {}}',
+        ),
+        (
+            "review",
+            response_format("review", Review),
+            [Review(verdict="ok"), Review(verdict="fix", stage="tools", tool="t", problem="p")],
+            '{"verdict": "maybe"}',
+        ),
+        ("scenario", response_format("scenario", ScenarioDraft), [scenario], '{"persona": 1}'),
+        (
+            "refusal",
+            response_format("refusal", RefusalDraft),
+            [RefusalDraft(candidate=None), refusal],
+            '{"candidate": "2"}',
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stage", "fmt", "answers", "bad"), [pytest.param(*c, id=c[0]) for c in _stage_answers()]
+)
+def test_every_codegen_stage_s_response_format_becomes_a_grammar_admitting_its_answers(
+    vocab: Vocabulary, stage: str, fmt: dict[str, Any], answers: list[BaseModel], bad: str
+) -> None:
+    # What the synthesis sends is what the embedded server converts: a schema it could not would
+    # be a 400 at that stage, so this runs the stage's own format through the request path.
+    schema = response_format_schema(fmt)
+    assert schema is not None, stage
+    gbnf = schema_gbnf(schema)
     vocab_check(vocab.llm)(gbnf)
-    text = Blueprint.model_validate(BLUEPRINT).model_dump_json(exclude_defaults=True)
-    assert vocab.accepts(gbnf, text)
-    assert not vocab.accepts(gbnf, text.replace('"kind":"write"', '"kind":"delete"', 1))
+    for answer in answers:
+        text = json.dumps(grammar_order(schema, answer.model_dump(mode="json"), schema))
+        assert vocab.accepts(gbnf, text), f"{stage}: {text[:300]}"
+    assert not vocab.accepts(gbnf, bad), stage
 
 
 def test_the_judge_schema_admits_the_verdicts_the_prompt_asks_for(vocab: Vocabulary) -> None:

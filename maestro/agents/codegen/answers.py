@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from maestro.agents.client import json_schema_format
+
 #: Schema keywords kept; everything else (titles, defaults, patterns, lengths) is dropped.
 SCHEMA_KEYWORDS = frozenset(
     {
@@ -98,14 +100,7 @@ def clean_schema(schema: Any) -> Any:
 
 def response_format(name: str, model: type[BaseModel]) -> dict[str, Any]:
     """The ``response_format`` of a JSON stage: its answer model's schema, strict."""
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": name,
-            "schema": clean_schema(model.model_json_schema()),
-            "strict": True,
-        },
-    }
+    return json_schema_format(name, clean_schema(model.model_json_schema()), strict=True)
 
 
 # ----- the reviewer's answer --------------------------------------------------------------------
