@@ -268,6 +268,27 @@ def test_the_judge_schema_admits_the_verdicts_the_prompt_asks_for(vocab: Vocabul
     assert not vocab.accepts(gbnf, two.replace("true", '"yes"'))
 
 
+def test_the_failure_review_schema_admits_its_causes_and_labels_only(vocab: Vocabulary) -> None:
+    from maestro.agents.review import CAUSES, response_format, review_schema
+
+    schema = response_format_schema(response_format(review_schema(["A1", "N1"])))
+    assert schema is not None
+    gbnf = schema_gbnf(schema)
+    vocab_check(vocab.llm)(gbnf)
+    for cause in CAUSES:
+        good = {
+            "cause": cause,
+            "reason": "It misread.",
+            "evidence": "the agent said",
+            "about": "A1",
+        }
+        assert vocab.accepts(gbnf, json.dumps(good))
+    good = {"cause": CAUSES[0], "reason": "r", "evidence": "e", "about": "N1"}
+    assert not vocab.accepts(gbnf, json.dumps({**good, "cause": "policy"}))
+    assert not vocab.accepts(gbnf, json.dumps({**good, "about": "A2"}))
+    assert not vocab.accepts(gbnf, json.dumps({**good, "reason": ""}))
+
+
 def test_json_object_admits_any_object_and_nothing_else(vocab: Vocabulary) -> None:
     schema = response_format_schema({"type": "json_object"})
     assert schema is not None
