@@ -156,7 +156,7 @@ def grammar_order(schema: dict[str, Any], value: Any, root: dict[str, Any]) -> A
     if "$ref" in schema:
         schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
     if "anyOf" in schema:
-        kind = {dict: "object", list: "array"}.get(type(value))
+        kind = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else None
         branch = next((b for b in schema["anyOf"] if kind and _kind(b, root) == kind), None)
         return value if branch is None else grammar_order(branch, value, root)
     if isinstance(value, list):
