@@ -7,15 +7,17 @@ Each stage runs alone on a fixed sample; both modes see the same prompts:
 - ``tools``: the assistant's first answer to a customer's opening message in two library
   domains (a call is malformed when it did not come out as a call of an offered tool, or its
   arguments misfit the tool's schema);
-- ``blueprint``: the synthesis blueprint of a brief, asked with the current prompt and
-  ``Blueprint``'s JSON Schema as ``response_format``.
+- ``blueprint``: the synthesis blueprint of a brief, asked as the synthesis asks it (its
+  prompt and the ``response_format`` its stage sends);
+- ``data``: the seed records of the prompt's own example blueprint (the ferry line), asked as
+  the synthesis asks them, one sample per seed.
 
 Mode ``before`` serves as main did before structured outputs (``response_format`` ignored, no
 tool grammar); ``after`` with both constraints on. One embedded model runs at a time; the load
 average is recorded with each answer, since the machine is shared. Each answer is appended to ``--out`` (JSON lines) as it comes and a rerun skips what is
 there, so a run cut short resumes; the summary is printed last.
 
-    .venv/bin/python bench/structured.py [--stages judge tools blueprint] [--modes before after]
+    .venv/bin/python bench/structured.py [--stages judge tools blueprint data] [--n N]
     .venv/bin/python bench/structured.py --speed   # tokens/s with and without a grammar
 """
 
@@ -43,10 +45,14 @@ from maestro.agents.client import (
     ChatClient,
     Endpoints,
     ProviderError,
-    json_schema_format,
 )
-from maestro.agents.codegen.blueprint import Blueprint, BlueprintError, parse_blueprint
-from maestro.agents.codegen.prompts import ParseError, blueprint_messages, extract_json
+from maestro.agents.codegen.answers import ParseError, extract_json, response_format
+from maestro.agents.codegen.blueprint import BlueprintDraft, BlueprintError
+from maestro.agents.codegen.data import DataError, data_answer_model, parse_data
+from maestro.agents.codegen.example import EXAMPLE
+from maestro.agents.codegen.normalise import parse_blueprint
+from maestro.agents.codegen.prompts import blueprint_messages, data_messages
+from maestro.agents.codegen.state import DEFAULT_CLOCK, SynthesisConfig
 from maestro.agents.embedded import EmbeddedServer
 from maestro.agents.judge import LLMJudge
 from maestro.agents.roles import Assistant
@@ -183,38 +189,68 @@ def _classify_answer(message: Message, params: dict[str, Any]) -> tuple[str, str
 
 
 def blueprint_samples(n: int) -> list[Sample]:
-    """The blueprint of each brief, asked with the current prompt and Blueprint's schema."""
-    schema = Blueprint.model_json_schema()
-    fmt = json_schema_format("blueprint", schema)
+    """The blueprint of each brief, asked as the synthesis's blueprint stage asks it."""
+    fmt = response_format("blueprint", BlueprintDraft)
 
     def ask(i: int, industry: str, brief: str) -> Callable[[ChatClient], Awaitable[Answer]]:
         async def go(client: ChatClient) -> Answer:
-            done = await client.complete(
-                blueprint_messages(brief, industry, None),
-                response_format=fmt,
-                seed=i,
-                episode=f"bench/blueprint/{industry}",
-            )
-            text = done.message.content or ""
-            return (*_classify_blueprint(text, schema, industry), done.finish_reason)
+            messages = blueprint_messages(brief, industry, DEFAULT_CLOCK, None, None)
+            text, finish = await _ask_json(client, messages, fmt, i, f"blueprint/{industry}")
+
+            def accept(data: Any) -> None:
+                parse_blueprint(data, clock=DEFAULT_CLOCK, industry=industry)
+
+            return (*_classify_json(text, fmt, accept, BlueprintError), finish)
 
         return go
 
     return [Sample(ind, ask(i, ind, brief)) for i, (ind, brief) in enumerate(BRIEFS[:n])]
 
 
-def _classify_blueprint(text: str, schema: dict[str, Any], industry: str) -> tuple[str, str]:
-    """accepted, not_json, off_schema (rejected, and the JSON misfits the schema) or
-    rejected_in_schema (fits the schema, refused by the blueprint's own checks)."""
+def data_samples(n: int) -> list[Sample]:
+    """The seed records of the prompt's example blueprint, asked as the data stage asks them
+    (same prompt each time; the seed differs)."""
+    bp = parse_blueprint(EXAMPLE, clock=DEFAULT_CLOCK)
+    limits = SynthesisConfig().limits()
+    fmt = response_format("data", data_answer_model(bp))
+
+    def ask(seed: int) -> Callable[[ChatClient], Awaitable[Answer]]:
+        async def go(client: ChatClient) -> Answer:
+            messages = data_messages(bp, limits, None, None)
+            text, finish = await _ask_json(client, messages, fmt, seed, f"data/{seed}")
+
+            def accept(data: Any) -> None:
+                parse_data(bp, data, limits)
+
+            return (*_classify_json(text, fmt, accept, DataError), finish)
+
+        return go
+
+    return [Sample(f"seed{i}", ask(i)) for i in range(n)]
+
+
+async def _ask_json(
+    client: ChatClient, messages: list[dict[str, str]], fmt: dict[str, Any], seed: int, ep: str
+) -> tuple[str, str | None]:
+    done = await client.complete(messages, response_format=fmt, seed=seed, episode=f"bench/{ep}")
+    return done.message.content or "", done.finish_reason
+
+
+def _classify_json(
+    text: str, fmt: dict[str, Any], accept: Callable[[Any], None], refused: type[Exception]
+) -> tuple[str, str]:
+    """accepted, not_json, off_schema (refused, and the JSON misfits the schema the stage
+    sent) or rejected_in_schema (fits the schema, refused by the stage's own checks)."""
     try:
         data = extract_json(text)
     except ParseError as exc:
         return "not_json", str(exc)[:200]
     try:
-        parse_blueprint(data, industry=industry)
+        accept(data)
         return "accepted", ""
-    except BlueprintError as exc:
+    except refused as exc:
         problem = str(exc)[:300]
+    schema = fmt["json_schema"]["schema"]
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(data)
     )
@@ -225,8 +261,9 @@ def _classify_blueprint(text: str, schema: dict[str, Any], industry: str) -> tup
 
 STAGES: dict[str, tuple[Role, Callable[[int], list[Sample]], int]] = {
     "judge": ("judge", judge_samples, 10),
-    "tools": ("assistant", tools_samples, 12),
-    "blueprint": ("codegen", blueprint_samples, 8),
+    "tools": ("assistant", tools_samples, 4),
+    "blueprint": ("codegen", blueprint_samples, 2),
+    "data": ("codegen", data_samples, 2),
 }
 
 
@@ -282,7 +319,7 @@ def failures(stage: str, records: list[Record]) -> dict[str, Any]:
     if stage == "tools":
         attempted = sum(counts[k] for k in ("call", "calls", "invalid_call", "malformed_call"))
         bad = counts["invalid_call"] + counts["malformed_call"]
-    elif stage == "blueprint":
+    elif stage in ("blueprint", "data"):
         bad, attempted = counts["not_json"] + counts["off_schema"], len(records)
     else:
         bad, attempted = counts["malformed"], len(records)
