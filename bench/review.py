@@ -71,7 +71,13 @@ async def review_all(
                 review = await review_failures(
                     client, domain.policy, task, transcripts(domain, task), episode=task.id
                 )
-                row = {"cause": review.cause, "claimed": review.claimed, "reason": review.reason}
+                row = {
+                    "cause": review.cause,
+                    "claimed": review.claimed,
+                    "reason": review.reason,
+                    "evidence": review.evidence,
+                    "about": review.about,
+                }
             except ReviewError as exc:
                 row = {"cause": "review_failed", "claimed": None, "reason": str(exc)}
             row |= {"task": task.id, "s": round(time.perf_counter() - t0, 1)}

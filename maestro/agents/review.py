@@ -92,7 +92,8 @@ Assertions:
 Answer with JSON only, no other text, in exactly this shape:
 {shape}
 - "evidence": one sentence copied word for word from the policy, the task or a transcript above,
-  that shows the cause.
+  that shows the cause (for task_defect, from the policy or the customer's scenario: what the
+  expected action or assertion contradicts).
 - "about": the label of the expected or forbidden tool call ({action_labels}) or of the
   assertion ({assertion_labels}) that could not be met."""
 
@@ -229,14 +230,18 @@ class ReviewCase:
     def schema(self) -> dict[str, Any]:
         return review_schema([*self.actions, *self.assertions])
 
-    def sources(self) -> list[str]:
-        """Every text a quote may come from, as shown."""
+    def sources(self, *, against: bool = False) -> list[str]:
+        """Every text a quote may come from, as shown; ``against``: only what an expectation
+        can be shown wrong against (the policy and the scenario), not the expected actions and
+        assertions themselves, nor the transcripts."""
         ins = self.task.user_scenario.instructions
         fields = [self.task.user_scenario.persona, *ins.model_dump(exclude_none=True).values()]
+        given = [self.policy[:POLICY_CHARS], *(str(f) for f in fields if f)]
+        if against:
+            return given
         actions = [_action_line(i, a) for i, a in self.actions.items()]
         return [
-            self.policy[:POLICY_CHARS],
-            *(str(f) for f in fields if f),
+            *given,
             *actions,
             *self.assertions.values(),
             *(t[:TRANSCRIPT_CHARS] for t in self.transcripts),
@@ -266,12 +271,21 @@ class ReviewCase:
     def check(self, answer: ReviewAnswer) -> Review:
         """A parsed answer (its label already one of the task's: see :func:`parse_review`) as
         a review: its cause when the quote exists, else ``unsure``, saying why."""
-        if quoted_in(answer.evidence, self.sources()):
+        # A task defect says an expectation (``about``) is wrong, so its evidence must be what
+        # the expectation contradicts: the policy or the scenario. Quoting the expectation
+        # itself proves nothing (the embedded reviewer quoted vetclinic_021's own assertion to
+        # call it defective), nor does what a failed attempt said.
+        defect = answer.cause == "task_defect"
+        if quoted_in(answer.evidence, self.sources(against=defect)):
             return Review(answer.cause, answer.reason, answer.cause, answer.evidence, answer.about)
+        where = (
+            "the policy or the customer's scenario"
+            if defect
+            else "the policy, the task or the transcripts"
+        )
         reason = (
             f"the reviewer said {answer.cause} ({answer.reason}), but its evidence is not quoted"
-            " word for word from the policy, the task or the transcripts (or is under"
-            f" {MIN_QUOTE_WORDS} words)"
+            f" word for word from {where} (or is under {MIN_QUOTE_WORDS} words)"
         )
         return Review("unsure", reason, answer.cause, answer.evidence, answer.about)
 

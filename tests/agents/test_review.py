@@ -155,6 +155,29 @@ def test_a_verdict_without_checkable_evidence_is_unsure(
     assert why in review.reason and review.reason.startswith("the reviewer said task_defect")
 
 
+def test_a_task_defect_resting_on_the_expectation_itself_or_a_transcript_is_unsure(
+    toy: Domain,
+) -> None:
+    # Found by bench/review.py: the embedded reviewer called vetclinic_021 defective quoting the
+    # task's own assertion (and could have quoted what the agent said in a failed attempt); the
+    # library task was rejected. A defect needs what the expectation contradicts.
+    case = _case(toy)
+    greeting = "Hello! How can I help you today?"  # the failed attempt's line
+    expected = _action_line_of(case)  # the expected call, as the prompt shows it
+    for evidence in (greeting, expected):
+        said = ReviewAnswer(cause="task_defect", reason="x", evidence=evidence, about="a1")
+        review = case.check(said)
+        assert review.cause == "unsure", evidence
+        assert "from the policy or the customer's scenario" in review.reason
+    blamed = ReviewAnswer(cause="assistant_failure", reason="x", evidence=greeting, about="a1")
+    assert case.check(blamed).cause == "assistant_failure"  # the same line shows how it went
+
+
+def _action_line_of(case: ReviewCase) -> str:
+    action = next(iter(case.actions.values()))
+    return f"{action.name} {json.dumps(action.arguments, sort_keys=True)}"
+
+
 def test_evidence_may_come_from_the_task_or_its_forbidden_actions(toy: Domain) -> None:
     case = _case(toy, "toy_refuse")
     said = ReviewAnswer(

@@ -17,11 +17,12 @@ MAESTRO = str(Path(sys.executable).with_name("maestro"))
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["nightly", "--domain", "/nope"], "no library domain '/nope'"),
+        (["nightly", "--domain", "/nope"], "'/nope' is not a folder"),
+        (["nightly", "--domain", "nope"], "no library domain 'nope'"),
         (["nightly", "--domain", "hotel", "--task", "hotel_999"], "no domain has task(s)"),
         (["nightly", "--run-id", "bad id"], "run_id"),
         (["nightly", "--train", "ppo"], "train"),
-        (["stage", "ingest", "--run-id", "r1", "--domain", "/nope"], "no library domain"),
+        (["stage", "ingest", "--run-id", "r1", "--domain", "/nope"], "is not a folder"),
         (["stage", "explode", "--run-id", "r1", "--domain", "/nope"], "no stage 'explode'"),
     ],
 )
