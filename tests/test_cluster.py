@@ -164,7 +164,15 @@ def ray_cluster(base: Path, env: dict[str, str]) -> Iterator[RayCluster]:
             node.stop()
 
 
-def _nightly_on(cluster_address: str, run_id: str, env: dict[str, str]) -> dict[str, Any]:
+def _client_server_logs(head: RayNode) -> str:
+    """The tails of the head's Ray Client server logs: why a connection was turned away."""
+    logs = sorted((head.temp_dir / "session_latest" / "logs").glob("ray_client_server*.err"))
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in logs)
+
+
+def _nightly_on(
+    cluster_address: str, run_id: str, env: dict[str, str], head: RayNode
+) -> dict[str, Any]:
     env = {**env, "MAESTRO_RAY_ADDRESS": cluster_address}
     env.pop("MAESTRO_RAY_WORKERS", None)  # one worker per CPU of the cluster: two
     proc = nightly(
@@ -172,7 +180,7 @@ def _nightly_on(cluster_address: str, run_id: str, env: dict[str, str]) -> dict[
         *("--run-id", run_id, "--domain", "hotel", "--tasks-per-domain", "4"),
         *("--trials", "2", "--no-judge", "--json"),
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, proc.stderr[-4000:] + "\n" + _client_server_logs(head)
     summary: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return summary
 
@@ -203,8 +211,8 @@ def test_the_nightly_runs_its_episodes_on_both_nodes_of_a_ray_cluster(
         # A driver on a node (the GCS address), and one through Ray Client, as deploy/ has it
         # (Ray Client cannot stream results: the runner takes each worker's batch whole).
         summaries = {
-            "gcs": _nightly_on(cluster.address, "gcs", env),
-            "client": _nightly_on(cluster.client_address, "client", env),
+            "gcs": _nightly_on(cluster.address, "gcs", env, cluster.nodes[0]),
+            "client": _nightly_on(cluster.client_address, "client", env, cluster.nodes[0]),
         }
         node_ids = {n.node_id for n in cluster.nodes}
     assert len(node_ids) == 2
@@ -216,6 +224,19 @@ def test_the_nightly_runs_its_episodes_on_both_nodes_of_a_ray_cluster(
         per_node = Counter(episodes["node_id"].to_list())
         print(f"{run_id}: episodes per node {dict(per_node)}")  # the issue's evidence
         assert episodes.height == 8 and set(per_node) == node_ids
+
+
+def test_a_cluster_that_cannot_be_joined_ends_the_nightly_naming_it(tmp_path: Path) -> None:
+    [closed] = free_ports(1)
+    address = f"ray://127.0.0.1:{closed}"
+    with ScriptedServer(ServerConfig(mode="oracle")) as oracle:
+        env = {**env_for(oracle, tmp_path), "MAESTRO_RAY_ADDRESS": address}
+        env.pop("MAESTRO_RAY_WORKERS")
+        proc = nightly(env, "--run-id", "nowhere", "--domain", "hotel", "--no-judge")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"could not join the Ray cluster at MAESTRO_RAY_ADDRESS='{address}'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "lake" / "episodes").exists()  # nothing ran, nothing was written
 
 
 # ----- the deployment, run by a worker ------------------------------------------------------------

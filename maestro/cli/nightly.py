@@ -25,10 +25,14 @@ _DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 def _start_ray_meanwhile(params: NightlyParams) -> None:
     """Start the run's Ray now, while the Prefect server starts, rather than after it: the two
     waits overlap (about 3 s each here). The flow finds Ray started."""
-    from maestro.simulation.ray_support import ensure_ray
+    from maestro.simulation.ray_support import RayConnectError, ensure_ray
 
     if params.ray_workers_wanted() != 0:
-        ensure_ray(RunSettings().dir)
+        try:
+            ensure_ray(RunSettings().dir)
+        except RayConnectError as exc:  # before any flow ran: nothing is written
+            echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
 
 
 def _params(
