@@ -63,11 +63,14 @@ class EmbeddedModelSettings(BaseModel):
     #: Where the reassembled GGUF file is kept (checked by sha256 before use): ``models`` in
     #: the run folder by default.
     cache_dir: Path = Field(default_factory=lambda: RunSettings().models)
-    n_ctx: int = 8192
+    #: Context window: a codegen stage's repair prompt (its prompt, the refused answer and the
+    #: reasons, 6-8k tokens) with room for the answer (the model's window is 32k).
+    n_ctx: int = 16384
     #: Completion-token cap for roles it serves (about 40 tokens/s on two cores).
     max_tokens: int = 384
-    #: The codegen role's cap: a blueprint or a tool's code needs about 900 tokens.
-    codegen_max_tokens: int = 1024
+    #: The codegen role's cap: the embedded model's blueprints run to about 1,500 tokens and its
+    #: seed data to about 1,000 (1,024 cut most of them mid-JSON; measured, docs/llm.md).
+    codegen_max_tokens: int = 4096
     #: RAM kept for the KV states of recent prompts (each role's system prompt stays warm).
     prompt_cache_mb: int = 2048
     #: Decode an answer to a ``response_format`` with a grammar made from its JSON Schema.
