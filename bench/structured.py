@@ -212,7 +212,7 @@ def data_samples(n: int) -> list[Sample]:
     (same prompt each time; the seed differs)."""
     bp = parse_blueprint(EXAMPLE, clock=DEFAULT_CLOCK)
     limits = SynthesisConfig().limits()
-    fmt = response_format("data", data_answer_model(bp))
+    fmt = response_format("data", data_answer_model(bp, limits))
 
     def ask(seed: int) -> Callable[[ChatClient], Awaitable[Answer]]:
         async def go(client: ChatClient) -> Answer:

@@ -96,7 +96,7 @@ def test_the_data_prompts_shape_parses_and_only_its_placeholders_are_refused() -
     bp = team.blueprint(CONFIG)
     text = prompt(data_messages(bp, CONFIG.limits(), None, None))
     (shape,) = [o for o in json_objects(text) if "records" in o]
-    model = data_answer_model(bp)
+    model = data_answer_model(bp)  # the shape's types; the stage also bounds each list's length
     model.model_validate(shape)  # the parser's own types
     jsonschema.validate(shape, schema_of(response_format("data", model)))
     with pytest.raises(DataError) as err:

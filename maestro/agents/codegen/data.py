@@ -24,9 +24,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from maestro.agents.codegen.blueprint import Blueprint, Entity, FieldType
 from maestro.agents.codegen.conditions import all_hold, check_words, record_params, rooted_at
@@ -88,13 +88,31 @@ def vocabulary_fields(entity: Entity) -> list[str]:
     return [] if entity.catalog else text_fields(entity)
 
 
-def data_answer_model(bp: Blueprint) -> type[BaseModel]:
+def data_answer_model(bp: Blueprint, limits: DataLimits | None = None) -> type[BaseModel]:
     """The data stage's answer: ``{"records": {table: [record]}, "values": {table: {field:
-    [text]}}}``, each table's records typed by its entity (the schema sent to the model)."""
-    records: dict[str, Any] = {e.table: (list[record_type(e)], ...) for e in bp.entities}  # type: ignore[misc]
+    [text]}}}``, each table's records typed by its entity (the schema sent to the model).
+
+    With ``limits``, each list is bounded: at least what the stage needs (``seeds`` records,
+    ``values`` values) and at most what the prompt asks for plus as many again (at least 4 more:
+    the prompt asks for 4 to 8 seeds). Decoded under a grammar, an
+    answer then has to close its lists: the embedded model once wrote one list on to its token
+    cap (6,144 tokens), so the answer never parsed.
+    """
+
+    def bounded(item: Any, least: int, asked: int) -> Any:
+        if limits is None:
+            return list[item]
+        return Annotated[list[item], Field(min_length=least, max_length=asked + max(4, asked))]
+
+    records: dict[str, Any] = {}
+    for e in bp.entities:
+        asked = limits.catalog_size if limits and e.catalog else limits.seeds if limits else 0
+        least = limits.seeds if limits else 0
+        records[e.table] = (bounded(record_type(e), least, asked), ...)
     values: dict[str, Any] = {}
     for e in bp.entities:
-        fields: dict[str, Any] = {f: (list[str], ...) for f in vocabulary_fields(e)}
+        n = limits.values if limits else 0
+        fields: dict[str, Any] = {f: (bounded(str, n, n), ...) for f in vocabulary_fields(e)}
         values[e.table] = (create_model(f"{e.name}Values", __base__=_StrictRecord, **fields), ...)
     return create_model(
         "DataAnswer",

@@ -295,7 +295,9 @@ class SynthesisTeam:
         limits = self.config.limits()
         previous, feedback = self._retry(state, "data")
         messages = prompts.data_messages(bp, limits, previous, feedback)
-        text = await self._ask(state, messages, response_format("data", data_answer_model(bp)))
+        text = await self._ask(
+            state, messages, response_format("data", data_answer_model(bp, limits))
+        )
         drafts = {**state.get("drafts", {}), "data": text}
         try:
             seeds = parse_data(bp, extract_json(text), limits)
