@@ -10,7 +10,10 @@ Each stage runs alone on a fixed sample; both modes see the same prompts:
 - ``blueprint``: the synthesis blueprint of a brief, asked as the synthesis asks it (its
   prompt and the ``response_format`` its stage sends);
 - ``data``: the seed records of the prompt's own example blueprint (the ferry line), asked as
-  the synthesis asks them, one sample per seed.
+  the synthesis asks them, one sample per seed;
+- ``scenario`` and ``refusal``: the tasks stage's requests for walks planned on the ``hotel``
+  library domain (a customer's scenario for a walk; which of four candidate writes the policy
+  forbids), asked as the synthesis asks them.
 
 Mode ``before`` serves as main did before structured outputs (``response_format`` ignored, no
 tool grammar); ``after`` with both constraints on. One embedded model runs at a time; the load
@@ -52,6 +55,16 @@ from maestro.agents.codegen.data import DataError, data_answer_model, parse_data
 from maestro.agents.codegen.example import EXAMPLE
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.prompts import blueprint_messages, data_messages
+from maestro.agents.codegen.scenario_prompts import (
+    DraftError,
+    RefusalDraft,
+    ScenarioDraft,
+    grounding_problems,
+    parse_draft,
+    refusal_prompt,
+    walk_prompt,
+)
+from maestro.agents.codegen.scenarios import plan_walks
 from maestro.agents.codegen.state import DEFAULT_CLOCK, SynthesisConfig
 from maestro.agents.embedded import EmbeddedServer
 from maestro.agents.judge import LLMJudge
@@ -259,11 +272,52 @@ def _classify_json(
     return "rejected_in_schema", problem
 
 
+def _draft_samples(n: int, refusal: bool) -> list[Sample]:
+    """The tasks stage's scenario (or refusal) requests for walks planned on the hotel library
+    domain, asked as the synthesis asks them (its prompt and the format it sends)."""
+    hotel = load_domain(library_path("hotel"), check_gold=False)
+    walks, plans = plan_walks(hotel, n=0 if refusal else n, seed=9, refusals=n if refusal else 0)
+    fmt = response_format(
+        "refusal" if refusal else "scenario", RefusalDraft if refusal else ScenarioDraft
+    )
+
+    def ask(i: int) -> Callable[[ChatClient], Awaitable[Answer]]:
+        if refusal:
+            plan = plans[i]
+            prompt = refusal_prompt(hotel, plan.group, plan.rule.rule if plan.rule else None)
+        else:
+            prompt = walk_prompt(hotel, walks[i])
+
+        def accept(data: Any) -> None:
+            if refusal:
+                draft = parse_draft(json.dumps(data), RefusalDraft)
+                if draft.candidate is not None and not 1 <= draft.candidate <= len(plans[i].group):
+                    raise DraftError(f"candidate must be 1..{len(plans[i].group)} or null")
+                return
+            problems = grounding_problems(
+                parse_draft(json.dumps(data), ScenarioDraft), walks[i].user_values
+            )
+            if problems:
+                raise DraftError("; ".join(problems))
+
+        async def go(client: ChatClient) -> Answer:
+            messages = [{"role": "user", "content": prompt}]
+            text, finish = await _ask_json(client, messages, fmt, 0, f"draft/{i}")
+            return (*_classify_json(text, fmt, accept, DraftError), finish)
+
+        return go
+
+    count = len(plans) if refusal else len(walks)
+    return [Sample(f"{'refusal' if refusal else 'walk'}{i}", ask(i)) for i in range(count)]
+
+
 STAGES: dict[str, tuple[Role, Callable[[int], list[Sample]], int]] = {
     "judge": ("judge", judge_samples, 10),
     "tools": ("assistant", tools_samples, 4),
     "blueprint": ("codegen", blueprint_samples, 2),
     "data": ("codegen", data_samples, 2),
+    "scenario": ("codegen", lambda n: _draft_samples(n, refusal=False), 2),
+    "refusal": ("codegen", lambda n: _draft_samples(n, refusal=True), 2),
 }
 
 
@@ -319,7 +373,7 @@ def failures(stage: str, records: list[Record]) -> dict[str, Any]:
     if stage == "tools":
         attempted = sum(counts[k] for k in ("call", "calls", "invalid_call", "malformed_call"))
         bad = counts["invalid_call"] + counts["malformed_call"]
-    elif stage in ("blueprint", "data"):
+    elif stage in ("blueprint", "data", "scenario", "refusal"):
         bad, attempted = counts["not_json"] + counts["off_schema"], len(records)
     else:
         bad, attempted = counts["malformed"], len(records)
