@@ -93,6 +93,9 @@ TOOL_DOMAINS = ("hotel", "vetclinic")
 CALL_SYNTAX = re.compile(r"<tool_call>|\{\s*\"name\"\s*:|\"arguments\"\s*:")
 
 Record = dict[str, Any]
+#: The JSON stages' answers as they come, so each record keeps its answer's text (clipped).
+_ANSWERS: list[str] = []
+TEXT_CHARS = 4000
 #: What one sample's call gave: outcome, detail and finish reason.
 Answer = tuple[str, str, str | None]
 
@@ -246,6 +249,7 @@ async def _ask_json(
     client: ChatClient, messages: list[dict[str, str]], fmt: dict[str, Any], seed: int, ep: str
 ) -> tuple[str, str | None]:
     done = await client.complete(messages, response_format=fmt, seed=seed, episode=f"bench/{ep}")
+    _ANSWERS.append(done.message.content or "")
     return done.message.content or "", done.finish_reason
 
 
@@ -345,6 +349,8 @@ async def run_stage(
             if len(log.calls) > calls and log.calls[-1].status != "ok":
                 outcome = "provider_error"  # the judge wraps it; not a parse failure either way
             call = log.calls[-1] if len(log.calls) > calls else None
+            text = _ANSWERS.pop() if _ANSWERS else None
+            _ANSWERS.clear()
             record = {
                 "stage": stage,
                 "mode": mode,
@@ -355,6 +361,10 @@ async def run_stage(
                 "latency_s": round(call.latency_s, 2) if call else None,
                 "completion_tokens": call.completion_tokens if call else 0,
                 "load_avg_1m": round((load + os.getloadavg()[0]) / 2, 2),
+                # Head and tail of a long answer: where it went wrong is usually at the end.
+                "text": text
+                if text is None or len(text) <= TEXT_CHARS
+                else f"{text[: TEXT_CHARS // 2]} [...] {text[-TEXT_CHARS // 2 :]}",
             }
             with out.open("a") as f:
                 f.write(json.dumps(record) + "\n")

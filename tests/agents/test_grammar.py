@@ -290,6 +290,35 @@ def test_the_data_grammar_makes_every_list_close_within_its_bounds(vocab: Vocabu
     assert not vocab.accepts(gbnf, json.dumps(grammar_order(schema, few, schema)))
 
 
+def test_the_refusal_grammar_ends_its_lists_where_the_checks_do(vocab: Vocabulary) -> None:
+    # The embedded model once repeated one assertion until its token cap under this grammar.
+    from maestro.agents.codegen.answers import response_format
+    from maestro.agents.codegen.scenario_prompts import RefusalDraft
+
+    schema = response_format_schema(response_format("refusal", RefusalDraft))
+    assert schema is not None
+    gbnf = schema_gbnf(schema)
+    draft = RefusalDraft(
+        candidate=1,
+        rule="r",
+        communicate_info=["c"],
+        persona="p",
+        reason_for_call="w",
+        known_info="k",
+        task_instructions="t",
+        nl_assertions=["a"] * 5,
+    )
+
+    def text(**changes: Any) -> str:
+        return json.dumps(grammar_order(schema, {**draft.model_dump(), **changes}, schema))
+
+    assert vocab.accepts(gbnf, text())
+    assert vocab.accepts(gbnf, json.dumps({"candidate": None}))
+    assert not vocab.accepts(gbnf, text(nl_assertions=["a"] * 6))
+    assert not vocab.accepts(gbnf, text(communicate_info=["c"] * 4))
+    assert not vocab.accepts(gbnf, text(nl_assertions=[]))
+
+
 def test_the_judge_schema_admits_the_verdicts_the_prompt_asks_for(vocab: Vocabulary) -> None:
     gbnf = schema_gbnf(verdict_schema(2))
     two = '{"verdicts": [{"index": 1, "met": true, "reason": "a"}, {"index": 2, "met": false, "reason": "b"}]}'

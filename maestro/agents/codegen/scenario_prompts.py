@@ -221,13 +221,15 @@ class RefusalDraft(BaseModel):
     #: 1-based index of the forbidden candidate; null when the policy forbids none of them.
     candidate: int | None
     rule: str | None = None
-    communicate_info: list[str] | None = None
+    # The lists are bounded in the schema as the checks below bound them: decoded under a
+    # grammar, the embedded model once repeated one assertion until its 4,096-token cap.
+    communicate_info: list[str] | None = Field(None, min_length=1, max_length=3)
     persona: str | None = None
     reason_for_call: str | None = None
     known_info: str | None = None
     unknown_info: str | None = None
     task_instructions: str | None = None
-    nl_assertions: list[str] | None = None
+    nl_assertions: list[str] | None = Field(None, min_length=1, max_length=5)
 
     @model_validator(mode="after")
     def _complete(self) -> RefusalDraft:
