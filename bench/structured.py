@@ -20,7 +20,7 @@ tool grammar); ``after`` with both constraints on. One embedded model runs at a 
 average is recorded with each answer, since the machine is shared. Each answer is appended to ``--out`` (JSON lines) as it comes and a rerun skips what is
 there, so a run cut short resumes; the summary is printed last.
 
-    .venv/bin/python bench/structured.py [--stages judge tools blueprint data] [--n N]
+    .venv/bin/python bench/structured.py [--stages judge tools blueprint data scenario refusal] [--n N]
     .venv/bin/python bench/structured.py --speed   # tokens/s with and without a grammar
 """
 
