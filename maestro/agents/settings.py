@@ -68,8 +68,8 @@ class EmbeddedModelSettings(BaseModel):
     n_ctx: int = 16384
     #: Completion-token cap for roles it serves (about 40 tokens/s on two cores).
     max_tokens: int = 384
-    #: The codegen role's cap: the embedded model's blueprints run to about 1,500 tokens and its
-    #: seed data to about 1,000 (1,024 cut most of them mid-JSON; measured, docs/llm.md).
+    #: The codegen role's cap: the embedded model's blueprints and seed data run to 1,500-2,100
+    #: tokens (1,024 cut most of them mid-JSON; measured, docs/llm.md).
     codegen_max_tokens: int = 4096
     #: RAM kept for the KV states of recent prompts (each role's system prompt stays warm).
     prompt_cache_mb: int = 2048
