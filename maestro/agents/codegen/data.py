@@ -104,14 +104,12 @@ def data_answer_model(bp: Blueprint, limits: DataLimits | None = None) -> type[B
             return list[item]
         return Annotated[list[item], Field(min_length=least, max_length=asked + max(4, asked))]
 
+    seeds, n = (limits.seeds, limits.values) if limits else (0, 0)
     records: dict[str, Any] = {}
-    for e in bp.entities:
-        asked = limits.catalog_size if limits and e.catalog else limits.seeds if limits else 0
-        least = limits.seeds if limits else 0
-        records[e.table] = (bounded(record_type(e), least, asked), ...)
     values: dict[str, Any] = {}
     for e in bp.entities:
-        n = limits.values if limits else 0
+        asked = limits.catalog_size if limits and e.catalog else seeds
+        records[e.table] = (bounded(record_type(e), seeds, asked), ...)
         fields: dict[str, Any] = {f: (bounded(str, n, n), ...) for f in vocabulary_fields(e)}
         values[e.table] = (create_model(f"{e.name}Values", __base__=_StrictRecord, **fields), ...)
     return create_model(
