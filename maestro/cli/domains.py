@@ -168,10 +168,15 @@ def validate_targets(targets: list[Path]) -> tuple[list[DomainCheck], dict[str, 
         "null_fail": sum(s["null_fail"] for s in summaries),
         "perturbed_fail": sum(s["perturbed_fail"] for s in summaries),
         "nl_not_judged": sum(s["nl_not_judged"] for s in summaries),
+        "laws": sum(s["laws"] for s in summaries),
+        "law_violations": sum(s["law_violations"] for s in summaries),
         "problems": [f"{s['domain']}: {p}" for s in summaries for p in s["problems"]],
         "per_domain": {
-            s["domain"]: {k: v for k, v in s.items() if k not in ("domain", "problems")}
-            for s in summaries
+            s["domain"]: {
+                **{k: v for k, v in s.items() if k not in ("domain", "problems")},
+                "law_report": c.laws,
+            }
+            for s, c in zip(summaries, checks, strict=True)
         },
     }
     return checks, totals
@@ -210,14 +215,19 @@ def validate(
                     f": {n} tasks; gold scores 1: {s['gold_pass']}/{n}; "
                     f"with free text reworded: {s['paraphrased_pass']}/{n}; "
                     f"do-nothing scores 0: {s['null_fail']}/{n}; perturbed scores 0: "
-                    f"{s['perturbed_fail']}/{n}; NL assertions not yet judged: {s['nl_not_judged']}",
+                    f"{s['perturbed_fail']}/{n}; NL assertions not yet judged: {s['nl_not_judged']}; "
+                    f"laws: {s['laws']}, broken by {s['law_violations']} record(s)",
                 )
             )
             for p in check.summary()["problems"]:
                 con.print(styled("  ", ("✗", "red"), f" {p}"))
-    failed = bool(totals["problems"]) or any(
-        totals[k] != totals["tasks"]
-        for k in ("gold_pass", "paraphrased_pass", "null_fail", "perturbed_fail")
+    failed = (
+        bool(totals["problems"])
+        or totals["law_violations"] > 0
+        or any(
+            totals[k] != totals["tasks"]
+            for k in ("gold_pass", "paraphrased_pass", "null_fail", "perturbed_fail")
+        )
     )
     if as_json:
         print(json.dumps(totals))

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from maestro.domains.errors import DomainLoadError, Problem
 from maestro.domains.files import PackageFolder, cap_problems
+from maestro.domains.laws import LAWS_FILE, Law, law_problems, parse_laws, table_shapes
 from maestro.domains.library import LIBRARY_ROOT
 from maestro.domains.models import DomainManifest, Task
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
@@ -139,6 +140,7 @@ def _assemble(
     domain = Domain(
         manifest, folder.path, code.tables, code.initial, code.toolkit, policy or "", []
     )
+    domain.laws = _load_laws(folder, domain, problems)
     try:
         domain.tasks = _load_tasks(folder, domain, problems, check_gold=check_gold)
     except BaseException:
@@ -206,6 +208,24 @@ def _load_manifest(folder: PackageFolder, problems: list[Problem]) -> DomainMani
     except ValidationError as exc:
         problems.extend(validation_problems("domain.json", "", exc))
         return None
+
+
+# ----- laws.json --------------------------------------------------------------------------------
+
+
+def _load_laws(folder: PackageFolder, domain: Domain, problems: list[Problem]) -> list[Law]:
+    """The package's laws (none without laws.json), each checked on every record of db.json."""
+    if not folder.lexists(LAWS_FILE):
+        return []
+    raw = folder.read_json(LAWS_FILE, problems)
+    if raw is None:
+        return []
+    laws, found = parse_laws(raw, table_shapes(domain.tables))
+    problems.extend(found)
+    domain.laws = laws
+    if laws:
+        problems.extend(law_problems(domain.check_laws()))
+    return laws
 
 
 # ----- Python files -----------------------------------------------------------------------------
@@ -505,4 +525,7 @@ def _task_problems(domain: Domain, task: Task, *, check_gold: bool) -> list[str]
     except TaskStateError as exc:
         return [str(exc)]
     out.extend(describe_failures(task.gold_actions, result))
+    if domain.laws and result.ok:
+        check = domain.check_laws(result.session, changed=True)
+        out.extend(f"the gold actions leave {line}" for line in check.lines())
     return out

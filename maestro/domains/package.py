@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from maestro.domains.errors import StoreError
+from maestro.domains.laws import Law, LawCheck, check_laws, near, session_view, table_shapes
 from maestro.domains.models import Action, DomainManifest, Task
 from maestro.domains.runtime import Toolkit, ToolOutcome
 from maestro.domains.store import Session, State, TableSpec
+
+#: A law that reads the clock in a domain without one reads this instant.
+_NO_CLOCK = datetime(2000, 1, 1)
 
 
 class TaskStateError(Exception):
@@ -28,6 +33,8 @@ class Domain:
     toolkit: Toolkit
     policy: str
     tasks: list[Task] = field(default_factory=list)
+    #: The world's laws (``laws.json``); none for a package that declares none.
+    laws: list[Law] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -43,6 +50,17 @@ class Domain:
             if t.id == task_id:
                 return t
         raise KeyError(f"domain {self.id} has no task {task_id!r}")
+
+    def check_laws(self, session: Session | None = None, *, changed: bool = False) -> LawCheck:
+        """Every law on the domain's database, or on a session of it (``changed``: only on the
+        records the session changed and those within two references of them)."""
+        shapes = table_shapes(self.tables)
+        view = session if session is not None else self.initial
+        get, rows = session_view(view)
+        only = None
+        if changed and session is not None:
+            only = near(shapes, rows, session.touched())
+        return check_laws(self.laws, shapes, get, rows, self.manifest.clock or _NO_CLOCK, only=only)
 
     def start_session(self, task: Task | None = None) -> Session:
         """A fresh session at the task's initial state (the domain's database when no task)."""

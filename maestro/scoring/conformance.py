@@ -76,11 +76,15 @@ class DomainCheck:
     domain_id: str
     tasks: list[TaskCheck] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: Each law of the domain checked on its database (``LawCheck.report``).
+    laws: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
             "domain": self.domain_id,
             "tasks": len(self.tasks),
+            "laws": len(self.laws),
+            "law_violations": sum(law["broken"] + len(law["errors"]) for law in self.laws),
             "gold_pass": sum(t.gold_pass for t in self.tasks),
             "paraphrased_pass": sum(t.paraphrased_pass for t in self.tasks),
             "null_fail": sum(t.null_fail for t in self.tasks),
@@ -159,4 +163,5 @@ def check_domain(domain: Domain, load_problems: list[Problem] | None = None) -> 
     scorer = Scorer(domain)
     out = DomainCheck(domain.id, problems=list(load_problems or []))
     out.tasks = [check_task(domain, t, scorer) for t in domain.tasks]
+    out.laws = domain.check_laws().report()
     return out

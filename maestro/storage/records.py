@@ -42,6 +42,9 @@ from maestro.storage.rows import (
 from maestro.storage.where import OneOf
 
 PACKAGE_FILES = ("domain.json", "models.py", "tools.py", "policy.md", "db.json")
+#: Files a package may have: in the row, and in its hash only when present (so the hash of a
+#: package without them is what it always was).
+OPTIONAL_FILES = ("laws.json",)
 
 
 class RecordError(ValueError):
@@ -58,10 +61,12 @@ def episode_id(run_id: str, domain_id: str, task_id: str, trial: int, assistant_
 
 def domain_row(domain: Domain) -> DomainRow:
     files: dict[str, str | None] = {}
-    for name in PACKAGE_FILES:
+    for name in PACKAGE_FILES + OPTIONAL_FILES:
         path = Path(domain.path) / name if domain.path else None
         files[name] = path.read_text(encoding="utf-8") if path and path.is_file() else None
-    digest = hashlib.sha256("\0".join(files[n] or "" for n in PACKAGE_FILES).encode()).hexdigest()
+    hashed = [files[n] or "" for n in PACKAGE_FILES]
+    hashed += [f"{n}\0{files[n]}" for n in OPTIONAL_FILES if files[n] is not None]
+    digest = hashlib.sha256("\0".join(hashed).encode()).hexdigest()
     kinds = [s.kind for s in domain.toolkit.specs.values()]
     m = domain.manifest
     return DomainRow(
@@ -81,6 +86,8 @@ def domain_row(domain: Domain) -> DomainRow:
         tools_py=files["tools.py"],
         policy_md=files["policy.md"],
         db_json=files["db.json"],
+        laws_json=files["laws.json"],
+        n_laws=len(domain.laws),
     )
 
 

@@ -132,6 +132,9 @@ class DomainRow(Row):
     tools_py: str | None = None
     policy_md: str | None = None
     db_json: str | None = None
+    #: The world's laws (laws.json), when the package declares them.
+    laws_json: str | None = None
+    n_laws: int | None = None
 
 
 class TaskRow(Row):

@@ -14,6 +14,7 @@ from maestro.agents.codegen.checks import (
     ToolTest,
     contradictions,
     operation_tests,
+    prepared,
     sample_database,
 )
 from maestro.agents.codegen.data import Database
@@ -81,11 +82,11 @@ def test_checks_reached_by_two_paths_get_two_records() -> None:
     assert len(success) == 2  # every check at its boundary, and the agent rule's case
     for t in success:
         assert t.arguments["new_category_id"] == "PC1001"
-        prepared = {(table, key): fields for table, key, fields in t.setup}
-        own = prepared[("orders", "OR1001")]["category_id"]
+        state = prepared(db, t.setup)
+        own = (state.get("orders", "OR1001") or {})["category_id"]
         assert own != "PC1001"  # the order's own category is another record...
-        assert prepared[("price_categories", own)]["level"] == "standard"  # ...a standard one
-        assert prepared[("price_categories", "PC1001")]["level"] == "premium"
+        assert (state.get("price_categories", own) or {})["level"] == "standard"  # ...standard
+        assert (state.get("price_categories", "PC1001") or {})["level"] == "premium"
     assert contradictions(bp, bp.operation("upgrade_to_premium"), db, tests) == []
 
 
@@ -131,7 +132,8 @@ def test_a_success_test_that_breaks_a_check_is_a_pipeline_error() -> None:
     found = contradictions(bp, bp.operation("upgrade_to_premium"), db, [quoted])
     assert found == [
         "'upgrade_to_premium: succeeds when every check passes (at its boundary)' expects "
-        "success but order_id.category_id.level is 'premium'"
+        "success but order_id.category_id.level in ['standard'] does not hold "
+        "(order_id.category_id.level = 'premium')"
     ]
 
 

@@ -150,7 +150,7 @@ def test_every_refused_answer_goes_back_with_itself_and_the_error(
     assert_fed_back(
         cancel[1],
         team.fence(team.CANCEL_BUGGY),
-        "refuses when booking_id.sailing_id.departs_at is '2026-01-06T08:30:00'",
+        "refuses when booking_id.sailing_id.departs_at is '2026-01-06T08:59:00'",
     )
     policy = retry_of(server, "back", "Write the policy")
     assert_fed_back(policy[1], bare_policy, "the policy must start with a '# ' title line")

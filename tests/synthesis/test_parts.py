@@ -21,7 +21,7 @@ from maestro.agents.codegen.answers import (
 )
 from maestro.agents.codegen.blueprint import BlueprintError, Condition, FieldType
 from maestro.agents.codegen.checks import fixture_problems
-from maestro.agents.codegen.conditions import condition_text, holds
+from maestro.agents.codegen.conditions import all_hold, legacy_words
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.render import models_source
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
@@ -88,7 +88,7 @@ def _set(path: str, value: Any) -> Any:
         ),
         (
             lambda d: op(d, "update_phone").update(sets={"phone": "$mobile"}),
-            "'$mobile' names no parameter of update_phone",
+            "'$mobile' names no parameter",
         ),
         (
             lambda d: op(d, "get_booking").update(sets={"status": "cancelled"}),
@@ -107,7 +107,7 @@ def _set(path: str, value: Any) -> Any:
             lambda d: op(d, "add_vehicle")["requires"].append(
                 {"check": "sailing.status", "test": "in", "value": ["scheduled"]}
             ),
-            "'sailing' is not a parameter of add_vehicle that names a record",
+            "'sailing' is neither a parameter that names a record",
         ),
         (
             lambda d: op(d, "add_vehicle")["requires"].append(
@@ -179,8 +179,8 @@ def test_an_impossible_operation_is_found_before_any_code_is_written() -> None:
     )
     bp = parse_blueprint(data, clock=CLOCK)
     assert fixture_problems(bp) == [
-        "add_vehicle: no value of booking_id.status meets in ['confirmed'], not_in "
-        "['confirmed'] together"
+        "add_vehicle: no records and arguments meet status in ['confirmed'] and "
+        "status not in ['confirmed'] together"
     ]
     data = blueprint()
     data["agent_rules"][0]["refuse_when"] = [
@@ -234,24 +234,37 @@ def test_field_types() -> None:
 def test_date_conditions_hold_up_to_their_boundary_at_the_clock(
     test: str, n: int, base: str, passes: str, fails: str
 ) -> None:
-    cond = Condition.model_validate({"check": "x.when", "test": test, "value": n})
-    ftype = FieldType.model_validate({"base": base, "nullable": True})
-    assert holds(cond, passes, ftype, {}, CLOCK)
-    assert not holds(cond, fails, ftype, {}, CLOCK)
-    assert not holds(cond, None, ftype, {}, CLOCK)  # a null fails every test but is_null
+    bp = parse_blueprint(blueprint(), clock=CLOCK)
+    op = bp.operation("cancel_booking")
+    path = "booking_id.booked_on" if base == "date" else "booking_id.sailing_id.departs_at"
+    cond = Condition.model_validate({"check": path, "test": test, "value": n})
+
+    def state(value: str | None) -> dict[str, Any]:
+        booking = {"booking_id": "BK1", "sailing_id": "SL1", "booked_on": "2026-01-01"}
+        sailing = {"sailing_id": "SL1", "departs_at": "2026-01-10T09:00:00"}
+        if base == "date":
+            booking["booked_on"] = value
+        else:
+            sailing["departs_at"] = value
+        return {"bookings": {"BK1": booking}, "sailings": {"SL1": sailing}}
+
+    args = {"booking_id": "BK1"}
+    assert all_hold(bp, op, [cond], args, state(passes), CLOCK)
+    assert not all_hold(bp, op, [cond], args, state(fails), CLOCK)
+    assert not all_hold(bp, op, [cond], args, state(None), CLOCK)  # a null fails every test
 
 
 def test_conditions_in_words_carry_their_absolute_dates() -> None:
     cond = Condition(check="order_id.delivered_on", test="within_last_days", value=30)
-    assert condition_text(cond, FieldType(base="date"), CLOCK) == (
+    assert legacy_words(cond, FieldType(base="date"), CLOCK) == (
         "order_id.delivered_on is on or after today - 30 days (2025-12-06 or later)"
     )
     cond = Condition(check="slot_id.starts_at", test="less_than_hours_ahead", value=2)
-    assert condition_text(cond, FieldType(base="datetime"), CLOCK) == (
+    assert legacy_words(cond, FieldType(base="datetime"), CLOCK) == (
         "slot_id.starts_at is before now + 2 hours (earlier than 2026-01-05T11:00:00)"
     )
     cond = Condition(check="account_id.balance", test="at_least", value="$amount")
-    assert condition_text(cond, FieldType(base="float"), CLOCK) == "account_id.balance >= $amount"
+    assert legacy_words(cond, FieldType(base="float"), CLOCK) == "account_id.balance >= $amount"
 
 
 def test_a_models_usual_slips_are_forgiven() -> None:

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from maestro.domains.laws import LawSpec
+
 IDENT = r"^[a-z][a-z0-9_]{0,39}$"
 SCALARS = ("str", "int", "float", "bool")
 Scalar = str | int | float | bool
@@ -210,6 +212,9 @@ class Entity(_Strict):
     #: A small fixed list (services, branches, doctors) rather than a table that grows.
     catalog: bool = False
     fields: dict[str, str] = Field(min_length=1, max_length=20)
+    #: The share of each value an enum field should hold, in percent (``{"cabin":
+    #: {"economy": 80, "business": 15, "first": 5}}``); the data is checked against it.
+    shares: dict[str, dict[str, float]] = Field(default_factory=dict, max_length=6)
 
     @model_validator(mode="after")
     def _fields_parse(self) -> Entity:
@@ -218,6 +223,18 @@ class Entity(_Strict):
             FieldType.parse(text)
         if self.key in self.fields:
             raise ValueError(f"{self.name}: the key {self.key!r} is declared again in fields")
+        types = self.field_types()
+        for fname, shares in self.shares.items():
+            ftype = types.get(fname)
+            if ftype is None or ftype.base != "enum":
+                raise ValueError(f"{self.name}.shares: {fname!r} is not an enum field")
+            unknown = sorted(set(shares) - set(ftype.choices))
+            if unknown:
+                raise ValueError(f"{self.name}.shares.{fname}: {unknown} are not its values")
+            if any(v < 0 for v in shares.values()) or sum(shares.values()) > 100.5:
+                raise ValueError(
+                    f"{self.name}.shares.{fname}: percentages from 0 that sum to 100 at most"
+                )
         return self
 
     def field_types(self) -> dict[str, FieldType]:
@@ -242,12 +259,26 @@ Test = Literal[
 
 
 class Condition(_Strict):
-    """A precondition: ``check`` names a value (``order_id.status``, ``order_id.customer_id.
-    email``, ``$quantity``), ``test`` what must hold of it, ``value`` against what."""
+    """A precondition, as an expression (``{"check": "mileage_in >= rental_id.mileage_out"}``,
+    optionally only ``when`` another holds), or in the older form: ``check`` names a value
+    (``order_id.status``, ``$quantity``), ``test`` what must hold of it, ``value`` against what.
+    """
 
-    check: str = Field(min_length=1, max_length=120)
-    test: Test
+    check: str = Field(min_length=1, max_length=600)
+    test: Test | None = None
     value: Scalar | list[Scalar] | None = None
+    #: The check applies only when this condition holds (``booking_id.vehicle``).
+    when: str | None = Field(None, min_length=1, max_length=600)
+
+    @model_validator(mode="after")
+    def _form(self) -> Condition:
+        if self.test is None and self.value is not None:
+            raise ValueError('an expression check has no "value": write it into "check"')
+        return self
+
+    @property
+    def is_expression(self) -> bool:
+        return self.test is None
 
 
 class Adjust(_Strict):
@@ -273,10 +304,24 @@ class Adjust(_Strict):
         return value
 
 
-Kind = Literal["read", "lookup", "list", "update", "create"]
+class Computed(_Strict):
+    """An effect whose value is an expression over the state before the call (a fee of
+    ``rental_id.car_class_id.daily_rate * $days``)."""
+
+    expr: str = Field(min_length=1, max_length=600)
+
+
+class Restore(_Strict):
+    """An effect that puts back a value a record kept when it was made or changed (a cancelled
+    upgrade restores ``upgrade_id.previous_cabin`` onto the booking)."""
+
+    restore: str = Field(min_length=1, max_length=200)
+
+
+Kind = Literal["read", "lookup", "list", "update", "create", "quote"]
 #: What an effect writes: a constant, null, ``$param``, ``$today``, ``$now``, ``$param.field``,
-#: or an adjustment.
-SetValue = Scalar | Adjust | None
+#: an adjustment, an expression, or a restored value.
+SetValue = Scalar | Adjust | Computed | Restore | None
 
 
 class Operation(_Strict):
@@ -286,16 +331,27 @@ class Operation(_Strict):
     kind: Kind
     table: str = Field(pattern=IDENT)
     description: str = Field(min_length=1, max_length=300)
-    params: dict[str, str] = Field(default_factory=dict, max_length=8)
+    params: dict[str, str] = Field(default_factory=dict, max_length=10)
     #: lookup and list: the fields of ``table`` matched against the parameters of the same name.
     by: list[str] = Field(default_factory=list, max_length=3)
-    requires: list[Condition] = Field(default_factory=list, max_length=10)
+    requires: list[Condition] = Field(default_factory=list, max_length=12)
     #: Effects by target (``order_id.status``, ``new.amount``, ``slot_id.patient_id``).
-    sets: dict[str, SetValue] = Field(default_factory=dict, max_length=16)
+    sets: dict[str, SetValue] = Field(default_factory=dict, max_length=24)
+    #: create: more records the call adds, by the name its effects give them
+    #: (``{"charge": "damage_charges"}``: ``charge.amount`` is a field of the second record).
+    adds: dict[str, str] = Field(default_factory=dict, max_length=3)
+    #: quote: what the tool answers, by name, each an expression (``{"total": "..."}``).
+    returns: dict[str, str] = Field(default_factory=dict, max_length=8)
 
     @property
     def tool_kind(self) -> Literal["read", "write"]:
         return "write" if self.kind in ("update", "create") else "read"
+
+    def new_records(self) -> dict[str, str]:
+        """The records a create adds, by name: ``new`` (its table) and the others it adds."""
+        if self.kind != "create":
+            return {}
+        return {"new": self.table, **self.adds}
 
     def param_types(self) -> dict[str, FieldType]:
         return {name: FieldType.parse(text) for name, text in self.params.items()}
@@ -318,9 +374,11 @@ class BlueprintDraft(_Strict):
     description: str = Field(min_length=1, max_length=500)
     industry: str | None = None
     entities: list[Entity] = Field(min_length=2, max_length=8)
-    operations: list[Operation] = Field(min_length=5, max_length=12)
-    rules: list[str] = Field(min_length=1, max_length=15)
+    operations: list[Operation] = Field(min_length=5, max_length=25)
+    rules: list[str] = Field(min_length=1, max_length=25)
     agent_rules: list[AgentRule] = Field(default_factory=list, max_length=6)
+    #: The world's laws: what every record keeps, checked on the data and after every call.
+    laws: list[LawSpec] = Field(default_factory=list, max_length=30)
 
     @model_validator(mode="after")
     def _consistent(self) -> BlueprintDraft:

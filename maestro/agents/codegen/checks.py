@@ -22,19 +22,36 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from maestro.agents.codegen.blueprint import Adjust, Blueprint, Condition, FieldType, Operation
-from maestro.agents.codegen.conditions import Getter, Target, all_hold, read, record_params, resolve
+from maestro.agents.codegen.blueprint import (
+    Adjust,
+    Blueprint,
+    Computed,
+    Condition,
+    FieldType,
+    Operation,
+    Restore,
+)
+from maestro.agents.codegen.conditions import (
+    Target,
+    View,
+    cond_holds,
+    condition_node,
+    env,
+    paths_of,
+    record_params,
+    resolve,
+)
 from maestro.agents.codegen.data import Database, JSONRecord
 from maestro.agents.codegen.fixtures import (
     Fixture,
     FixtureError,
     base_fixture,
-    break_value,
-    grouped,
-    meeting,
+    break_check,
+    lift_when,
+    meet,
     samples,
-    stored,
 )
+from maestro.domains.expressions import ExpressionError, evaluate, parse, stored, unparse
 
 __all__ = ["FixtureError", "TestDerivationError", "ToolTest", "operation_tests", "untestable"]
 
@@ -48,11 +65,31 @@ class TestDerivationError(RuntimeError):
 
 @dataclass(frozen=True)
 class Expect:
-    """A field a record must hold after a successful call (``key`` None: the created record)."""
+    """A field a record must hold after a successful call (``key`` None: a record the call
+    adds, ``new`` naming which)."""
 
     table: str
     key: str | None
     field: str
+    value: Any
+    base: str
+    new: str = "new"
+
+
+@dataclass(frozen=True)
+class Added:
+    """A record a successful create must add: its name in the effects, table and key prefix."""
+
+    name: str
+    table: str
+    prefix: str
+
+
+@dataclass(frozen=True)
+class Returned:
+    """A value a quote must answer, under its name."""
+
+    name: str
     value: Any
     base: str
 
@@ -64,20 +101,24 @@ class ToolTest:
     name: str
     operation: str
     arguments: dict[str, Any]
-    #: Fields written onto records before the call: ``(table, key, fields)``.
+    #: Fields written onto records before the call: ``(table, key, fields)`` (a record the
+    #: test adds holds its key field too).
     setup: tuple[tuple[str, str, dict[str, Any]], ...]
     expect_ok: bool
     expect: tuple[Expect, ...] = ()
     #: Text the answer must contain (the record's key; a list's keys).
     shows: tuple[str, ...] = ()
-    #: The table a successful call must add exactly one record to.
-    creates: str | None = None
-    creates_prefix: str = ""
+    #: The records a successful create must add, one in each table named.
+    creates: tuple[Added, ...] = ()
+    #: What a quote must answer.
+    returns: tuple[Returned, ...] = ()
     #: Checks that must hold on the prepared records besides the operation's own (an agent
     #: rule's ``refuse_when``), for a call expected to succeed.
     applies: tuple[Condition, ...] = ()
     #: The check a call expected to fail breaks.
     breaks: Condition | None = None
+    #: The check whose ``when`` does not hold here (so the call succeeds though it fails).
+    lifted: Condition | None = None
 
 
 # ----- the tests --------------------------------------------------------------------------------
@@ -94,6 +135,14 @@ def operation_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest
         return _lookup_tests(bp, op, db)
     if op.kind == "list":
         return _list_tests(bp, op, db)
+    if op.kind == "quote":
+        return _quote_tests(bp, op, db)
+    return _write_tests(bp, op, db)
+
+
+def _quote_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
+    """A quote: the computed values come back when every check passes; each broken check is a
+    ToolError; an unknown key is one too."""
     return _write_tests(bp, op, db)
 
 
@@ -195,22 +244,19 @@ def _list_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
 
 
 def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
-    base = meeting(base_fixture(bp, op, db), op.requires)
+    base = meet(base_fixture(bp, op, db), op.requires)
     tests = [
         _success(bp, op, base, f"{op.name}: succeeds when every check passes (at its boundary)")
     ]
-    for subject, group in grouped(bp, op, op.requires):
-        for cond in group:
-            # The checks met on the same value (by any path) must still hold when this breaks.
-            others = [c for c in base.placed.get(base.where(subject), group) if c is not cond]
-            ok, bad = break_value(subject.ftype, cond, others, base.args, bp.clock, db)
-            if not ok:
-                continue
-            fx = base.copy()
-            fx.put(subject, bad)
+    for cond in op.requires:
+        others = [c for c in op.requires if c is not cond]
+        broken = break_check(base, cond, others)
+        if broken is not None:
+            fx = broken.fixture
             tests.append(
                 ToolTest(
-                    f"{op.name}: refuses when {cond.check} is {bad!r} ({cond.test} {cond.value!r} fails)",
+                    f"{op.name}: refuses when {broken.pivot} is {_shown(broken.value)} "
+                    f"({broken.atom} fails)",
                     op.name,
                     fx.args,
                     fx.setup_tuple(),
@@ -218,10 +264,22 @@ def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
                     breaks=cond,
                 )
             )
+        lifted = lift_when(base, cond, others)
+        if lifted is not None:
+            tests.append(
+                _success(
+                    bp,
+                    op,
+                    lifted.fixture,
+                    f"{op.name}: succeeds when {lifted.pivot} is {_shown(lifted.value)}, so "
+                    f"{cond.when!r} does not hold and its check does not apply",
+                    lifted=cond,
+                )
+            )
     tests += _unknown_key_tests(bp, op, base)
     for rule in bp.agent_rules_of(op.name):
         try:
-            fx = meeting(base.copy(), op.requires + rule.refuse_when)
+            fx = meet(base.copy(), op.requires + rule.refuse_when, boundary=False)
         except FixtureError:
             raise FixtureError(
                 f"{op.name}: the agent rule {rule.rule!r} can never apply to a call the tool "
@@ -245,32 +303,67 @@ def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
     return tests
 
 
+def _shown(value: Any) -> str:
+    return repr(value)
+
+
 def contradictions(bp: Blueprint, op: Operation, db: Database, tests: list[ToolTest]) -> list[str]:
     """Derived tests whose prepared records do not mean what the test says, under the
     blueprint's own evaluation (``conditions.py``): a call expected to succeed where a listed
     check fails, or a "refuses when" call where the check it breaks holds."""
     out = []
     for t in tests:
-        get = _prepared(db, t.setup)
+        view = prepared(db, t.setup)
+        e = env(bp, op, t.arguments, view, bp.clock)
         if t.expect_ok:
             for cond in [*op.requires, *t.applies]:
-                if not all_hold(bp, op, [cond], t.arguments, get, bp.clock):
-                    value = read(bp, op, cond.check, t.arguments, get)
-                    out.append(f"{t.name!r} expects success but {cond.check} is {value!r}")
-        elif t.breaks is not None and all_hold(bp, op, [t.breaks], t.arguments, get, bp.clock):
-            out.append(f"{t.name!r} expects a refusal but {t.breaks.check} holds")
+                if not cond_holds(bp, op, cond, e):
+                    out.append(
+                        f"{t.name!r} expects success but {_check_text(bp, op, cond)} does not "
+                        f"hold ({_read_values(bp, op, cond, e)})"
+                    )
+        elif t.breaks is not None and cond_holds(bp, op, t.breaks, e):
+            out.append(
+                f"{t.name!r} expects a refusal but {_check_text(bp, op, t.breaks)} holds "
+                f"({_read_values(bp, op, t.breaks, e)})"
+            )
     return out
 
 
-def _prepared(db: Database, setup: tuple[tuple[str, str, dict[str, Any]], ...]) -> Getter:
-    """The records as a test prepares them, to read conditions on."""
+def _check_text(bp: Blueprint, op: Operation, cond: Condition) -> str:
+    return unparse(condition_node(bp, op, cond))
+
+
+def _read_values(bp: Blueprint, op: Operation, cond: Condition, e: Any) -> str:
+    """The values a check reads on a state, as ``path = value`` pairs."""
+    shown = []
+    for p in paths_of(condition_node(bp, op, cond)):
+        try:
+            shown.append(f"{p.text} = {stored(evaluate(p, e))!r}")
+        except ExpressionError:
+            continue
+    return ", ".join(dict.fromkeys(shown))
+
+
+def prepared(db: Database, setup: tuple[tuple[str, str, dict[str, Any]], ...]) -> View:
+    """The records as a test prepares them, to evaluate checks on."""
     changed = {(table, key): fields for table, key, fields in setup}
 
     def get(table: str, key: str) -> JSONRecord | None:
         rec = db.get(table, {}).get(key)
-        return None if rec is None else {**rec, **changed.get((table, key), {})}
+        extra = changed.get((table, key))
+        if rec is None and extra is None:
+            return None
+        return {**(rec or {}), **(extra or {})}
 
-    return get
+    def rows(table: str) -> Any:
+        keys = sorted({*db.get(table, {}), *(k for t, k in changed if t == table)})
+        for key in keys:
+            rec = get(table, key)
+            if rec is not None:
+                yield key, rec
+
+    return View(get, rows)
 
 
 def _unknown_key_tests(bp: Blueprint, op: Operation, fx: Fixture) -> list[ToolTest]:
@@ -290,20 +383,33 @@ def _unknown_key_tests(bp: Blueprint, op: Operation, fx: Fixture) -> list[ToolTe
 
 
 def _success(
-    bp: Blueprint, op: Operation, fx: Fixture, name: str, applies: tuple[Condition, ...] = ()
+    bp: Blueprint,
+    op: Operation,
+    fx: Fixture,
+    name: str,
+    applies: tuple[Condition, ...] = (),
+    lifted: Condition | None = None,
 ) -> ToolTest:
     entity = bp.entity(op.table)
     expect: list[Expect] = []
+    adds = op.new_records()
     for target_text, value in op.sets.items():
         target = resolve(bp, op, target_text, effect=True)
         assert isinstance(target, Target)
         want = _effect_value(fx, target, value)
-        if target.root == "new" and not target.hops:
-            expect.append(Expect(op.table, None, target.field, want, target.ftype.base))
+        if target.root in adds and not target.hops:
+            expect.append(
+                Expect(adds[target.root], None, target.field, want, target.ftype.base, target.root)
+            )
         else:
             where = fx.address(target)
             expect.append(Expect(where.table, where.key, where.field, want, target.ftype.base))
     shows = (fx.args[entity.key],) if op.kind == "update" else ()
+    created = tuple(Added(n, t, bp.entity(t).prefix) for n, t in adds.items())
+    returns = tuple(
+        Returned(n, _expression_value(fx, text), _result_base(fx, text))
+        for n, text in op.returns.items()
+    )
     return ToolTest(
         name,
         op.name,
@@ -312,20 +418,43 @@ def _success(
         True,
         tuple(expect),
         shows=shows,
-        creates=op.table if op.kind == "create" else None,
-        creates_prefix=entity.prefix,
+        creates=created,
+        returns=returns,
         applies=applies,
+        lifted=lifted,
     )
+
+
+def _expression_value(fx: Fixture, text: str) -> Any:
+    """An expression's value on the prepared state, as a record stores it."""
+    try:
+        return stored(evaluate(parse(text), fx.env()))
+    except ExpressionError as exc:
+        raise FixtureError(f"{fx.op.name}: {exc}") from None
+
+
+def _result_base(fx: Fixture, text: str) -> str:
+    from maestro.agents.codegen.conditions import op_scope
+    from maestro.domains.expressions import infer
+
+    try:
+        return infer(parse(text), op_scope(fx.bp, fx.op)).base
+    except ExpressionError:
+        return "str"
 
 
 def _effect_value(fx: Fixture, target: Target, value: Any) -> Any:
     clock = fx.bp.clock
     if isinstance(value, Adjust):
-        before = fx.value(target) if target.root != "new" else 0
+        before = fx.value(target) if target.root not in fx.op.new_records() else 0
         amount = value.amount
         if isinstance(amount, str):
-            amount = fx.args[amount.lstrip("$")]
+            amount = _expression_value(fx, amount)
         return round((before or 0) + value.sign * amount, 6)
+    if isinstance(value, Computed):
+        return _expression_value(fx, value.expr)
+    if isinstance(value, Restore):
+        return fx.value(resolve(fx.bp, fx.op, value.restore))
     if value == "$today":
         return clock.date().isoformat()
     if value == "$now":

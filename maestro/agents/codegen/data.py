@@ -318,7 +318,6 @@ def coverage_problems(bp: Blueprint, db: Database, limits: DataLimits) -> list[s
     Counted per record parameter, over the conditions on that record alone (conditions that
     compare with another parameter are left to the walks)."""
     out = []
-    get = _getter(db)
     for op in bp.operations:
         if op.tool_kind != "write":
             continue
@@ -331,9 +330,7 @@ def coverage_problems(bp: Blueprint, db: Database, limits: DataLimits) -> list[s
                 continue
             for rule in bp.agent_rules_of(op.name):
                 extra = rooted_at(bp, op, rule.refuse_when, param)
-                if extra and not any(
-                    all_hold(bp, op, extra, {param: k}, get, bp.clock) for k in ok
-                ):
+                if extra and not any(all_hold(bp, op, extra, {param: k}, db, bp.clock) for k in ok):
                     out.append(
                         _coverage_line(
                             bp, op, own + extra, table, 0, 1, f"the agent rule {rule.rule!r}"
@@ -342,16 +339,11 @@ def coverage_problems(bp: Blueprint, db: Database, limits: DataLimits) -> list[s
     return out
 
 
-def _getter(db: Database) -> Any:
-    return lambda t, k: db.get(t, {}).get(k)
-
-
 def _meeting(
     bp: Blueprint, op: Any, conditions: list[Any], param: str, table: str, db: Database
 ) -> Iterator[str]:
-    get = _getter(db)
     for key in sorted(db[table]):
-        if all_hold(bp, op, conditions, {param: key}, get, bp.clock):
+        if all_hold(bp, op, conditions, {param: key}, db, bp.clock):
             yield key
 
 

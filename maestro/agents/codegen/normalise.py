@@ -165,7 +165,9 @@ def parse_blueprint(data: Any, *, clock: datetime, industry: str | None = None) 
         raise BlueprintError(_explain(exc)) from None
 
 
-_UNION_TAG = re.compile(r"^(str|int|float|bool|none|list\[.*|dict\[.*|function-.*|Adjust)$")
+_UNION_TAG = re.compile(
+    r"^(str|int|float|bool|none|list\[.*|dict\[.*|function-.*|Adjust|Computed|Restore)$"
+)
 
 
 def _explain(exc: ValidationError) -> str:
@@ -177,7 +179,7 @@ def _explain(exc: ValidationError) -> str:
         tag = next((i for i, p in enumerate(parts) if _UNION_TAG.match(p)), None)
         if tag is not None:
             parts = parts[:tag]
-            msg = 'must be a string, number, true/false, null, a list of those or {"add": x}'
+            msg = 'must be a string, number, true/false, null, a list of those, {"add": x}, {"expr": "..."} or {"restore": "..."}'
         loc = ".".join(parts)
         line = f"{loc}: {msg}" if loc else msg
         if line not in lines:

@@ -15,6 +15,17 @@ from typing import Any
 from maestro.agents.codegen.blueprint import Blueprint, Condition, Operation
 from maestro.agents.codegen.conditions import all_hold, record_params, rooted_at
 from maestro.agents.codegen.scenarios import RefusalRule
+from maestro.domains.expressions import (
+    Compare,
+    ExpressionError,
+    ListLit,
+    Lit,
+    Member,
+    Node,
+    Path,
+    conjuncts,
+    parse,
+)
 from maestro.domains.store import Session
 
 
@@ -28,7 +39,7 @@ def refusal_rules(bp: Blueprint) -> list[RefusalRule]:
         def applies(
             args: dict[str, Any], session: Session, _op: Any = op, _c: Any = rule.refuse_when
         ) -> bool:
-            return all_hold(bp, _op, list(_c), args, session.get, bp.clock)
+            return all_hold(bp, _op, list(_c), args, session, bp.clock)
 
         def anchors(
             session: Session, _op: Any = op, _all: Any = conditions, _r: Any = rule.refuse_when
@@ -57,16 +68,26 @@ def _anchors(
             continue
         looked_at = True
         for key in session.keys(table):
-            if all_hold(bp, op, own, {param: key}, session.get, bp.clock):
+            if all_hold(bp, op, own, {param: key}, session, bp.clock):
                 found.append((table, key))
     return found if looked_at else None
 
 
 def _aimed(op: Operation, refuse_when: list[Condition]) -> dict[str, list[Any]]:
-    """Values of the parameters a rule tests that make it apply (``$reason`` in [stolen]: the
-    customer asks for a SIM for a stolen phone; ``$amount`` at_least 200: they ask for 200)."""
+    """Values of the parameters a rule tests that make it apply (``$reason in ['stolen']``: the
+    customer asks for a SIM for a stolen phone; ``$amount >= 200``: they ask for 200)."""
     out: dict[str, list[Any]] = {}
     for c in refuse_when:
+        if c.is_expression:
+            try:
+                node = parse(c.check)
+            except ExpressionError:
+                continue
+            for part in conjuncts(node):
+                found = _aimed_part(op, part)
+                if found is not None:
+                    out[found[0]] = found[1]
+            continue
         name = c.check[1:] if c.check.startswith("$") else None
         if name not in op.params:
             continue
@@ -76,3 +97,30 @@ def _aimed(op: Operation, refuse_when: list[Condition]) -> dict[str, list[Any]]:
         elif c.test in ("equals", "at_least", "at_most") and constant and c.value is not None:
             out[str(name)] = [c.value]
     return out
+
+
+def _aimed_part(op: Operation, part: Node) -> tuple[str, list[Any]] | None:
+    """``$param`` compared with constants: the values that make the comparison hold."""
+    if isinstance(part, Member) and not part.negated:
+        subject, options = part.operand, part.options
+        if (
+            isinstance(subject, Path)
+            and subject.dollar
+            and len(subject.parts) == 1
+            and subject.parts[0] in op.params
+            and isinstance(options, ListLit)
+            and all(isinstance(i, Lit) for i in options.items)
+        ):
+            return subject.parts[0], [i.value for i in options.items if isinstance(i, Lit)]
+    if isinstance(part, Compare) and part.op in ("=", ">=", "<="):
+        for mine, other in ((part.left, part.right), (part.right, part.left)):
+            if (
+                isinstance(mine, Path)
+                and mine.dollar
+                and len(mine.parts) == 1
+                and mine.parts[0] in op.params
+                and isinstance(other, Lit)
+                and other.value is not None
+            ):
+                return mine.parts[0], [other.value]
+    return None

@@ -11,9 +11,11 @@ from maestro.agents.codegen.blueprint import (
     IDENT,
     RESERVED,
     Adjust,
+    Computed,
     Condition,
     FieldType,
     Operation,
+    Restore,
     SetValue,
     check_ident,
 )
@@ -23,9 +25,23 @@ from maestro.agents.codegen.conditions import (
     NUMERIC_TESTS,
     ParamRef,
     Subject,
+    expression_problem,
+    op_scope,
+    params_of,
     record_params,
     resolve,
+    shapes,
+    vtype,
 )
+from maestro.domains.expressions import (
+    ExpressionError,
+    Path,
+    VType,
+    infer,
+    parse,
+    walk,
+)
+from maestro.domains.laws import compile_law
 
 if TYPE_CHECKING:
     from maestro.agents.codegen.blueprint import BlueprintDraft
@@ -72,6 +88,12 @@ def blueprint_problems(bp: BlueprintDraft) -> list[str]:
         for j, cond in enumerate(rule.refuse_when):
             where = f"agent_rules[{i}].refuse_when[{j}]"
             problems.extend(condition_problems(bp, target, cond, where))
+    tables_shape = shapes(bp)
+    for i, law in enumerate(bp.laws):
+        try:
+            compile_law(law, tables_shape, i)
+        except ExpressionError as exc:
+            problems.append(f"laws[{i}] ({law.says[:60]}): {exc}")
     return problems
 
 
@@ -101,12 +123,25 @@ def operation_problems(bp: BlueprintDraft, op: Operation) -> list[str]:
             f"{where}: a create operation makes its key with db.new_id, so "
             f"{entity.key!r} cannot be a parameter"
         )
+    if op.kind == "quote" and not has_key:
+        problems.append(f"{where}: needs the parameter {entity.key!r} (the key of {op.table})")
     if op.kind in ("lookup", "list"):
         problems += _finder_problems(op, entity.field_types(), where)
     elif op.by:
         problems.append(f"{where}: only lookup and list operations take 'by'")
-    if op.tool_kind == "read" and (op.requires or op.sets):
+    if op.kind in ("read", "lookup", "list") and (op.requires or op.sets):
         problems.append(f"{where}: a {op.kind} operation has no requires or sets")
+    if op.kind == "quote":
+        if op.sets:
+            problems.append(f"{where}: a quote changes nothing (no sets); it answers its returns")
+        if not op.returns:
+            problems.append(
+                f'{where}: a quote answers what it computes: "returns": {{"total": "..."}}'
+            )
+    elif op.returns:
+        problems.append(f"{where}: only a quote operation has returns")
+    problems += _returns_problems(bp, op, where)
+    problems += _adds_problems(bp, op, where)
     for i, cond in enumerate(op.requires):
         problems += condition_problems(bp, op, cond, f"{where}: requires[{i}]")
     problems += _effect_problems(bp, op, where)
@@ -136,7 +171,7 @@ def _effect_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]
     problems: list[str] = []
     if op.tool_kind == "write" and not op.sets:
         problems.append(f"{where}: an {op.kind} operation must set something")
-    new_fields: set[str] = set()
+    new_fields: set[tuple[str, str]] = set()
     for target_text, value in op.sets.items():
         try:
             target = resolve(bp, op, target_text, effect=True)
@@ -146,19 +181,91 @@ def _effect_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]
         except ValueError as exc:
             problems.append(f"{where}: sets {exc}")
             continue
-        if target.root == "new" and not target.hops:
-            new_fields.add(target.field)
-    if op.kind == "create":
-        entity = bp.entity(op.table)
+        if target.root in op.new_records() and not target.hops:
+            new_fields.add((target.root, target.field))
+    for name, table in op.new_records().items():
+        if table not in {e.table for e in bp.entities}:
+            continue
+        entity = bp.entity(table)
         missing = [
-            f for f, t in entity.field_types().items() if not t.nullable and f not in new_fields
+            f
+            for f, t in entity.field_types().items()
+            if not t.nullable and (name, f) not in new_fields
         ]
         if missing:
             problems.append(
-                f"{where}: the new {op.table} record needs a value for {missing} "
-                f'(sets {{"new.{missing[0]}": ...}})'
+                f"{where}: the new {table} record{'' if name == 'new' else f' ({name})'} needs "
+                f"a value for {missing} "
+                f'(sets {{"{name}.{missing[0]}": ...}})'
             )
     return problems
+
+
+def _returns_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]:
+    problems = []
+    scope = op_scope(bp, op)
+    for name, text in op.returns.items():
+        try:
+            check_ident(name, "a returned value's name")
+            infer(parse(text), scope)
+        except (ValueError, ExpressionError) as exc:
+            problems.append(f"{where}: returns {name}: {exc}")
+    return problems
+
+
+def _adds_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]:
+    if not op.adds:
+        return []
+    if op.kind != "create":
+        return [f"{where}: only a create operation adds records ('adds')"]
+    tables = {e.table for e in bp.entities}
+    problems = []
+    for name, table in op.adds.items():
+        if not re.match(IDENT, name) or name in RESERVED or name in op.params:
+            problems.append(f"{where}: adds {name!r}: a new record's name is a fresh identifier")
+        if table not in tables:
+            problems.append(f"{where}: adds {name!r}: unknown table {table!r}")
+    return problems
+
+
+def _computed_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, text: str) -> None:
+    """ValueError when an expression effect does not parse, reads the new record, or does not
+    fit the field it writes."""
+    try:
+        node = parse(text)
+        scope = op_scope(bp, op, effect=True)
+        for n in walk(node):
+            if isinstance(n, Path) and not n.dollar and n.parts[0] in op.new_records():
+                raise ValueError(
+                    f"{text!r} reads {n.text}: an effect's value comes from the parameters and "
+                    "the records as they are before the call"
+                )
+        got = infer(node, scope)
+    except ExpressionError as exc:
+        raise ValueError(str(exc)) from None
+    if not _vfits(got, vtype(ftype)):
+        raise ValueError(
+            f"{text!r} is a {got.text()}, which does not fit a {_type_name(ftype)}"
+            + (
+                " (round(x) gives a whole number)"
+                if ftype.base == "int" and got.base == "float"
+                else ""
+            )
+        )
+
+
+def _vfits(src: VType, dst: VType) -> bool:
+    if src.nullable and not dst.nullable:
+        return False
+    if dst.base == "float":
+        return src.numeric
+    if dst.base == "str":
+        return src.base in ("str", "enum", "date", "datetime", "ref")
+    if dst.base == "enum":
+        return src.base == "enum" and set(src.choices) <= set(dst.choices)
+    if dst.base == "ref":
+        return src.base == "ref" and src.ref == dst.ref
+    return src.base == dst.base
 
 
 def value_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, value: SetValue) -> None:
@@ -167,14 +274,33 @@ def value_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, value: Se
         if not ftype.nullable:
             raise ValueError("null into a field that is not nullable (add ? to its type)")
         return
+    if isinstance(value, Computed):
+        _computed_problem(bp, op, ftype, value.expr)
+        return
+    if isinstance(value, Restore):
+        try:
+            source = resolve(bp, op, value.restore)
+        except ValueError as exc:
+            raise ValueError(f"restore: {exc}") from None
+        if isinstance(source, ParamRef) or not fits(bp, op, source, ftype):
+            raise ValueError(
+                f"restore {value.restore!r}: put back a field of a record that kept the old "
+                f"value, of the type {_type_name(ftype)}"
+            )
+        return
     if isinstance(value, Adjust):
         if not ftype.numeric:
             raise ValueError("add/subtract on a field that is not a number")
         amount = value.amount
         if isinstance(amount, str):
-            source = resolve(bp, op, amount)
-            if not isinstance(source, ParamRef) or not source.ftype.numeric:
-                raise ValueError(f"add/subtract {amount!r}: use a number or a number parameter")
+            try:
+                got = infer(parse(amount), op_scope(bp, op))
+            except ExpressionError as exc:
+                raise ValueError(f"add/subtract {amount!r}: {exc}") from None
+            if not got.numeric or got.nullable:
+                raise ValueError(
+                    f"add/subtract {amount!r}: use a number, a number parameter or an expression giving one"
+                )
         return
     if isinstance(value, str) and value.startswith("$"):
         if value == "$today":
@@ -222,6 +348,16 @@ def _type_text(source: Subject) -> str:
 
 
 def condition_problems(bp: BlueprintDraft, op: Operation, cond: Condition, where: str) -> list[str]:
+    if cond.is_expression:
+        problem = expression_problem(bp, op, cond)
+        return [f"{where}: {problem}"] if problem else []
+    if cond.when is not None:
+        try:
+            from maestro.domains.expressions import check_condition
+
+            check_condition(parse(cond.when), op_scope(bp, op))
+        except ExpressionError as exc:
+            return [f"{where}: when: {exc}"]
     try:
         subject = resolve(bp, op, cond.check)
     except ValueError as exc:
@@ -266,7 +402,8 @@ def condition_problems(bp: BlueprintDraft, op: Operation, cond: Condition, where
     if ftype.base not in wanted:
         return [f"{label}: {cond.check} is a {ftype.base}, not a {' or '.join(wanted)}"]
     if not _whole(value):
-        return [f"{label} needs a whole number of {'hours' if 'hours' in test else 'days'} >= 0"]
+        unit = "hours" if test in HOUR_TESTS else "days"
+        return [f"{label} needs a whole number of {unit} >= 0"]
     return []
 
 
@@ -281,18 +418,30 @@ def _whole(value: Any) -> bool:
 
 def _used_params(bp: BlueprintDraft, op: Operation) -> set[str]:
     used = set(op.by) | {bp.entity(op.table).key}
-    texts = [c.check for c in op.requires] + list(op.sets)
-    values: list[Any] = [c.value for c in op.requires] + list(op.sets.values())
-    for rule in bp.agent_rules_of(op.name):
-        texts += [c.check for c in rule.refuse_when]
-        values += [c.value for c in rule.refuse_when]
+    conds = list(op.requires) + [c for r in bp.agent_rules_of(op.name) for c in r.refuse_when]
+    texts: list[str] = [c.check for c in conds if not c.is_expression] + list(op.sets)
+    exprs: list[str] = [c.check for c in conds if c.is_expression]
+    exprs += [c.when for c in conds if c.when] + list(op.returns.values())
+    values: list[Any] = [c.value for c in conds] + list(op.sets.values())
     for v in values:
         if isinstance(v, Adjust):
             v = v.amount
-        if isinstance(v, str) and v.startswith("$"):
+            if isinstance(v, str):
+                exprs.append(v)
+                continue
+        if isinstance(v, Computed):
+            exprs.append(v.expr)
+        elif isinstance(v, Restore):
+            texts.append(v.restore)
+        elif isinstance(v, str) and v.startswith("$"):
             texts.append(v)
     for text in texts:
         head = text.lstrip("$").split(".")[0]
         if re.match(IDENT, head):
             used.add(head)
+    for text in exprs:
+        try:
+            used |= params_of(bp, op, parse(text))
+        except ExpressionError:
+            continue
     return used

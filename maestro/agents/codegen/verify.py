@@ -37,10 +37,14 @@ def _run_one(domain: Domain, t: ToolTest) -> list[str]:
     for table, key, fields in t.setup:
         record = session.get(table, key)
         if record is None:
-            return [f"{t.name}: test record {table}/{key} is missing"]
+            spec = domain.tables.get(table)
+            if spec is None or fields.get(spec.key_field) != key:
+                return [f"{t.name}: test record {table}/{key} is missing"]
+            record = {}
         session.put(table, {**record, **fields})
-    before_keys = set(session.keys(t.creates)) if t.creates else set()
+    before_keys = {a.table: set(session.keys(a.table)) for a in t.creates}
     before = session.state_hash()
+    broken_before = domain.check_laws(session).keys() if domain.laws else set()
     out = domain.toolkit.call(session, t.operation, t.arguments)
     call = f"{t.operation}({', '.join(f'{k}={v!r}' for k, v in t.arguments.items())})"
     prepared = "; ".join(f"{tb}/{k} with {json.dumps(f, default=str)}" for tb, k, f in t.setup)
@@ -59,31 +63,56 @@ def _run_one(domain: Domain, t: ToolTest) -> list[str]:
         for s in t.shows
         if s not in out.content
     ]
-    new_key = None
-    if t.creates:
-        added = sorted(set(session.keys(t.creates)) - before_keys)
-        if len(added) != 1:
-            return [
-                *failures,
-                f"{t.name}: {call} added {len(added)} {t.creates} record(s), expected 1",
-            ]
-        new_key = added[0]
-        if (
-            not new_key.startswith(t.creates_prefix)
-            or not new_key[len(t.creates_prefix) :].isdigit()
-        ):
+    new_keys: dict[str, str] = {}
+    for added in t.creates:
+        made = sorted(set(session.keys(added.table)) - before_keys[added.table])
+        if len(made) != 1:
             failures.append(
-                f"{t.name}: the new key {new_key!r} is not {t.creates_prefix} and digits (db.new_id)"
+                f"{t.name}: {call} added {len(made)} {added.table} record(s), expected 1"
             )
-        if new_key not in out.content:
+            continue
+        new_key = new_keys[added.name] = made[0]
+        if not new_key.startswith(added.prefix) or not new_key[len(added.prefix) :].isdigit():
+            failures.append(
+                f"{t.name}: the new key {new_key!r} is not {added.prefix} and digits (db.new_id)"
+            )
+        if added.name == "new" and new_key not in out.content:
             failures.append(
                 f"{t.name}: {call} returned {out.content[:200]!r}, which does not show the new key {new_key!r}"
             )
+    if any(f.endswith("expected 1") for f in failures):
+        return failures
     for e in t.expect:
-        where = e.key if e.key is not None else new_key
+        where = e.key if e.key is not None else new_keys.get(e.new)
         after = session.get(e.table, str(where)) or {}
         if not _same(e.value, after.get(e.field), e.base):
             failures.append(
                 f"{t.name}: after {call}{on}, {e.table}/{where}.{e.field} is {after.get(e.field)!r}, expected {e.value!r}"
             )
+    failures += _returned(t, call, out.content)
+    if domain.laws and not failures:
+        check = domain.check_laws(session, changed=True)
+        new = check.keys() - broken_before
+        failures += [f"{t.name}: after {call}{on}, {line}" for line in check.lines(only=new)]
     return failures
+
+
+def _returned(t: ToolTest, call: str, content: str) -> list[str]:
+    """What a quote answered against what it must: each value under its name."""
+    if not t.returns:
+        return []
+    try:
+        answer = json.loads(content)
+    except json.JSONDecodeError:
+        return [f"{t.name}: {call} returned {content[:200]!r}, not a JSON object"]
+    if not isinstance(answer, dict):
+        return [f"{t.name}: {call} returned {content[:200]!r}, not an object of its values"]
+    out = []
+    for r in t.returns:
+        if r.name not in answer:
+            out.append(f"{t.name}: {call} returned {content[:200]!r}, which has no {r.name!r}")
+        elif not _same(r.value, answer[r.name], r.base):
+            out.append(
+                f"{t.name}: {call} answered {r.name} = {answer[r.name]!r}, expected {r.value!r}"
+            )
+    return out
