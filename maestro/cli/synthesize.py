@@ -42,13 +42,9 @@ def synthesize(
     ),
     min_refusals: int = typer.Option(1, min=0, max=50, help="Fewest refusal tasks to accept."),
     records: int = typer.Option(
-        100, min=1, max=10_000, help="Records of each main table, grown from seeds."
+        100, min=1, max=10_000, help="Records the data program makes per main table."
     ),
     catalog_records: int = typer.Option(10, min=1, max=1000, help="Records of each catalog table."),
-    llm_records: int = typer.Option(
-        4, min=1, max=20, help="Seed records per table the LLM writes."
-    ),
-    values: int = typer.Option(10, min=1, max=100, help="Values the LLM lists per text field."),
     clock: datetime | None = typer.Option(
         None,
         formats=["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"],
@@ -83,8 +79,6 @@ def synthesize(
             min_refusals=min_refusals,
             records_per_table=records,
             catalog_records=catalog_records,
-            llm_records_per_table=llm_records,
-            values_per_field=values,
             review=review,
             seed=seed,
             deadline_s=deadline_s,

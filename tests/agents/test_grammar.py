@@ -187,14 +187,12 @@ def _stage_answers() -> list[tuple[str, dict[str, Any], list[BaseModel], str]]:
     from maestro.agents.codegen.answers import ReviewAnswer as Review
     from maestro.agents.codegen.answers import response_format
     from maestro.agents.codegen.blueprint import BlueprintDraft
-    from maestro.agents.codegen.data import data_answer_model
     from maestro.agents.codegen.normalise import parse_blueprint
     from maestro.agents.codegen.scenario_prompts import RefusalDraft, ScenarioDraft
-    from maestro.agents.codegen.state import DEFAULT_CLOCK, SynthesisConfig
-    from tests.synthesis.scripted_team import BLUEPRINT, data_answer
+    from maestro.agents.codegen.state import DEFAULT_CLOCK
+    from tests.synthesis.scripted_team import BLUEPRINT
 
     bp = parse_blueprint(BLUEPRINT, clock=DEFAULT_CLOCK)
-    data = data_answer_model(bp, SynthesisConfig().limits())  # as the stage sends it: bounded
     scenario = ScenarioDraft(
         persona="Anna, a commuter",
         reason_for_call="cancel her booking",
@@ -218,12 +216,6 @@ def _stage_answers() -> list[tuple[str, dict[str, Any], list[BaseModel], str]]:
                 )
             ],
             '{"domain_id": "x"}',
-        ),
-        (
-            "data",
-            response_format("data", data),
-            [data.model_validate(data_answer())],
-            '{"records": {}}',
         ),
         (
             "review",
@@ -257,37 +249,6 @@ def test_every_codegen_stage_s_response_format_becomes_a_grammar_admitting_its_a
         text = json.dumps(grammar_order(schema, answer.model_dump(mode="json"), schema))
         assert vocab.accepts(gbnf, text), f"{stage}: {text[:300]}"
     assert not vocab.accepts(gbnf, bad), stage
-
-
-def test_the_data_grammar_makes_every_list_close_within_its_bounds(vocab: Vocabulary) -> None:
-    # The embedded model once wrote one list of its data answer on to the token cap: bounded,
-    # a list must end by twice what the prompt asks for, and hold what the stage needs.
-    from maestro.agents.codegen.answers import response_format
-    from maestro.agents.codegen.data import data_answer_model
-    from maestro.agents.codegen.normalise import parse_blueprint
-    from maestro.agents.codegen.state import DEFAULT_CLOCK, SynthesisConfig
-    from tests.synthesis.scripted_team import BLUEPRINT, data_answer
-
-    limits = SynthesisConfig().limits()
-    bp = parse_blueprint(BLUEPRINT, clock=DEFAULT_CLOCK)
-    schema = response_format_schema(response_format("data", data_answer_model(bp, limits)))
-    assert schema is not None
-    gbnf = schema_gbnf(schema)
-    answer = data_answer()
-    table = next(iter(answer["values"]))
-    field = next(iter(answer["values"][table]))
-
-    def with_values(n: int) -> str:
-        values = {**answer["values"], table: {**answer["values"][table], field: ["v"] * n}}
-        return json.dumps(grammar_order(schema, {**answer, "values": values}, schema))
-
-    assert vocab.accepts(gbnf, with_values(limits.values))
-    assert vocab.accepts(gbnf, with_values(2 * limits.values))
-    assert not vocab.accepts(gbnf, with_values(2 * limits.values + 1))
-    assert not vocab.accepts(gbnf, with_values(limits.values - 1))
-    passengers = answer["records"]["passengers"]
-    few = {**answer, "records": {**answer["records"], "passengers": passengers[:1]}}
-    assert not vocab.accepts(gbnf, json.dumps(grammar_order(schema, few, schema)))
 
 
 def test_the_refusal_grammar_ends_its_lists_where_the_checks_do(vocab: Vocabulary) -> None:

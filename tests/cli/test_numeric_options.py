@@ -50,7 +50,7 @@ CASES = [
     (["synthesize", "--brief", "a shop"], "--seed", "-1"),
     (["synthesize", "--brief", "a shop"], "--records", "0"),
     (["synthesize", "--brief", "a shop"], "--deadline-s", "inf"),
-    (["synthesize", "--brief", "a shop"], "--llm-records", "0"),
+    (["synthesize", "--brief", "a shop"], "--catalog-records", "0"),
     (["synthesize", "--brief", "a shop"], "--refusals", "51"),
     (TRAIN, "--learning-rate", "nan"),
     (TRAIN, "--learning-rate", "-0.1"),

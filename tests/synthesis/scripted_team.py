@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Blueprint
-from maestro.agents.codegen.data import parse_data
 from maestro.agents.codegen.example import EXAMPLE, EXAMPLE_BRIEF
-from maestro.agents.codegen.growth import grow
+from maestro.agents.codegen.generator import Sizes, normalise_generator, run_generator
 from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.refusals import refusal_rules
@@ -286,48 +285,141 @@ VALUES = {
 }
 
 
-def data_answer() -> dict[str, Any]:
-    def rows(names: list[str], tuples: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
-        return [dict(zip(names, t, strict=True)) for t in tuples]
+# The data program a capable model writes for the ferry line: its first records are the seeds
+# above (tests name them), the rest are built from the records they refer to.
+DATA_PROGRAM = (
+    f"PASSENGERS = {PASSENGERS!r}\n"
+    f"MEMBERSHIPS = {MEMBERSHIPS!r}\n"
+    f"SAILINGS = {SAILINGS!r}\n"
+    f"BOOKINGS = {BOOKINGS!r}\n"
+    f"REFUNDS = {REFUNDS!r}\n"
+    f"SEAT_NOTES = {VALUES['bookings']['seat_note']!r}\n"
+    f"REASONS = {VALUES['refunds']['reason']!r}\n"
+    + """
+MORE_MEMBERSHIPS = [
+    ("Senior Traveller", 15, "open"),
+    ("Family Crossing Pass", 10, "open"),
+    ("Corporate Fleet", 20, "closed"),
+    ("Weekend Breaker", 5, "open"),
+]
+FARES = {"Portsmouth-Cherbourg": 64.0, "Plymouth-Roscoff": 79.5, "Poole-Guernsey": 49.0}
+ROUTES = ["Portsmouth-Cherbourg", "Plymouth-Roscoff", "Poole-Guernsey"]
 
-    return {
-        "records": {
-            "passengers": rows(
-                [
-                    "passenger_id",
-                    "first_name",
-                    "last_name",
-                    "email",
-                    "phone",
-                    "date_of_birth",
-                    "membership_id",
-                ],
-                PASSENGERS,
-            ),
-            "memberships": rows(["membership_id", "name", "discount_pct", "status"], MEMBERSHIPS),
-            "sailings": rows(
-                ["sailing_id", "route", "departs_at", "fare", "seats_left", "status"], SAILINGS
-            ),
-            "bookings": rows(
-                [
-                    "booking_id",
-                    "passenger_id",
-                    "sailing_id",
-                    "vehicle",
-                    "fare_paid",
-                    "status",
-                    "booked_on",
-                    "seat_note",
-                    "transfer_sailing_id",
-                ],
-                BOOKINGS,
-            ),
-            "refunds": rows(
-                ["refund_id", "booking_id", "amount", "reason", "status", "requested_on"], REFUNDS
-            ),
-        },
-        "values": VALUES,
-    }
+
+def fields(table, row):
+    names = {
+        "passengers": ["first_name", "last_name", "email", "phone", "date_of_birth", "membership_id"],
+        "memberships": ["name", "discount_pct", "status"],
+        "sailings": ["route", "departs_at", "fare", "seats_left", "status"],
+        "bookings": ["passenger_id", "sailing_id", "vehicle", "fare_paid", "status", "booked_on", "seat_note", "transfer_sailing_id"],
+        "refunds": ["booking_id", "amount", "reason", "status", "requested_on"],
+    }[table]
+    return dict(zip(names, row[1:]))
+
+
+def make_memberships(db, rng, n):
+    out = [fields("memberships", row) for row in MEMBERSHIPS]
+    out += [{"name": a, "discount_pct": b, "status": c} for a, b, c in MORE_MEMBERSHIPS]
+    return out[:n]
+
+
+def make_sailings(db, rng, n):
+    out = [fields("sailings", row) for row in SAILINGS]
+    now = db.now()
+    while len(out) < n:
+        route = ROUTES[len(out) % 3]
+        day = rng.randint(-29, 59)
+        departs = datetime(now.year, now.month, now.day, rng.choice([7, 10, 14, 19])) + timedelta(days=day)
+        if departs < now:
+            status = "cancelled" if rng.random() < 0.15 else "departed"
+        else:
+            status = "cancelled" if rng.random() < 0.1 else "scheduled"
+        out.append({
+            "route": route,
+            "departs_at": departs.isoformat(timespec="seconds"),
+            "fare": FARES[route],
+            "seats_left": rng.randint(1, 300) if status == "scheduled" else 0,
+            "status": status,
+        })
+    return out
+
+
+def make_passengers(db, rng, n):
+    out = [fields("passengers", row) for row in PASSENGERS]
+    open_plans = [m["membership_id"] for m in db.scan("memberships") if m["status"] == "open"]
+    emails = {p["email"] for p in out}
+    while len(out) < n:
+        who = person(rng, "GB")
+        if who["email"] in emails:
+            continue
+        emails.add(who["email"])
+        home = place(rng, "GB")
+        out.append({
+            "first_name": who["first_name"],
+            "last_name": who["last_name"],
+            "email": who["email"],
+            "phone": phone(rng, home),
+            "date_of_birth": birth_date(rng, db.today()),
+            "membership_id": rng.choice(open_plans),
+        })
+    return out
+
+
+def make_bookings(db, rng, n):
+    out = [fields("bookings", row) for row in BOOKINGS]
+    sailings = db.scan("sailings")
+    scheduled = [s["sailing_id"] for s in sailings if s["status"] == "scheduled"]
+    passengers = [p["passenger_id"] for p in db.scan("passengers")]
+    today = db.today()
+    while len(out) < n:
+        sailing = rng.choice(sailings)
+        departs = datetime.fromisoformat(sailing["departs_at"])
+        latest = min(today, departs.date())
+        booked = latest - timedelta(days=rng.randint(0, 40))
+        booked = max(booked, today - timedelta(days=120))
+        if sailing["status"] == "departed":
+            status = "travelled"
+        elif sailing["status"] == "cancelled":
+            status = "confirmed" if rng.random() < 0.6 else "cancelled"
+        else:
+            status = "cancelled" if rng.random() < 0.15 else "confirmed"
+        transfer = None
+        if status == "confirmed" and sailing["status"] == "scheduled" and rng.random() < 0.1:
+            transfer = rng.choice([s for s in scheduled if s != sailing["sailing_id"]])
+        out.append({
+            "passenger_id": rng.choice(passengers),
+            "sailing_id": sailing["sailing_id"],
+            "vehicle": rng.random() < 0.3,
+            "fare_paid": sailing["fare"],
+            "status": status,
+            "booked_on": booked.isoformat(),
+            "seat_note": rng.choice(SEAT_NOTES) if rng.random() < 0.2 else None,
+            "transfer_sailing_id": transfer,
+        })
+    return out
+
+
+def make_refunds(db, rng, n):
+    out = [fields("refunds", row) for row in REFUNDS]
+    refunded = {row[1] for row in REFUNDS}
+    today = db.today()
+    for booking in db.scan("bookings"):
+        if len(out) >= n:
+            break
+        if booking["status"] != "cancelled" or booking["booking_id"] in refunded:
+            continue
+        booked = date.fromisoformat(booking["booked_on"])
+        requested = max(booked, today - timedelta(days=rng.randint(0, 60)))
+        out.append({
+            "booking_id": booking["booking_id"],
+            "amount": booking["fare_paid"],
+            "reason": rng.choice(REASONS),
+            "status": "paid" if (today - requested).days > 10 else "pending",
+            "requested_on": requested.isoformat(),
+        })
+    return out
+"""
+)
 
 
 TOOLS = {
@@ -354,6 +446,8 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
         raise ToolError("sailings can be booked until 2 hours before departure")
     if sailing["seats_left"] < 1:
         raise ToolError(f"sailing {sailing_id} has no seats left")
+    if db.find("bookings", passenger_id=passenger_id, sailing_id=sailing_id, status="confirmed"):
+        raise ToolError("the passenger already has a confirmed booking on this sailing")
     db.update("sailings", sailing_id, seats_left=sailing["seats_left"] - 1)
     key = db.new_id("bookings", "BK")
     return db.insert("bookings", {
@@ -368,6 +462,8 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
     sailing = db.require("sailings", booking["sailing_id"])
     if datetime.fromisoformat(sailing["departs_at"]) < db.now() + timedelta(hours=24):
         raise ToolError("bookings can be cancelled until 24 hours before departure")
+    if db.find("refunds", booking_id=booking_id, status="pending"):
+        raise ToolError("a refund for this booking is already pending")
     db.update("bookings", booking_id, status="cancelled")
     db.update("sailings", sailing["sailing_id"], seats_left=sailing["seats_left"] + 1)
     key = db.new_id("refunds", "RF")
@@ -384,6 +480,8 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
         raise ToolError("the sailing was not cancelled by the line")
     if datetime.fromisoformat(sailing["departs_at"]) < db.now() - timedelta(days=30):
         raise ToolError("refunds for cancelled sailings are claimed within 30 days")
+    if db.find("refunds", booking_id=booking_id, status="pending"):
+        raise ToolError("a refund for this booking is already pending")
     db.update("bookings", booking_id, status="cancelled")
     key = db.new_id("refunds", "RF")
     return db.insert("refunds", {
@@ -398,6 +496,13 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
     if booking["vehicle"]:
         raise ToolError("the booking already has a vehicle")
     return db.update("bookings", booking_id, vehicle=True)""",
+    "quote_cancellation": """def quote_cancellation(db, booking_id):
+    booking = db.require("bookings", booking_id)
+    if booking["status"] != "confirmed":
+        raise ToolError(f"booking {booking_id} is {booking['status']}, not confirmed")
+    sailing = db.require("sailings", booking["sailing_id"])
+    departs = datetime.fromisoformat(sailing["departs_at"]).date()
+    return {"refund": booking["fare_paid"], "days_to_departure": (departs - db.today()).days}""",
     "update_phone": """def update_phone(db, passenger_id, phone):
     db.require("passengers", passenger_id)
     return db.update("passengers", passenger_id, phone=phone)""",
@@ -430,7 +535,7 @@ TOOLS["get_refund"] = """def get_refund(db, refund_id):
     return db.require("refunds", refund_id)"""
 
 #: The blueprint again, with the operation a reviewer finds missing (in place of the phone
-#: update: a blueprint has at most 12 operations).
+#: update).
 WITH_GET_REFUND: dict[str, Any] = copy.deepcopy(BLUEPRINT)
 WITH_GET_REFUND["operations"] = [
     op for op in WITH_GET_REFUND["operations"] if op["name"] != "update_phone"
@@ -506,7 +611,7 @@ def team_replies(
     if cancel is not None:
         tools["cancel_booking"] = [fence(c) for c in cancel]
     replies = list(blueprint or [json.dumps(BLUEPRINT)])
-    replies += data or [json.dumps(data_answer())]
+    replies += data or [fence(DATA_PROGRAM)]
     for op in BLUEPRINT["operations"]:
         replies += tools.get(op["name"], [fence(TOOLS[op["name"]])])
     return replies + (policy or [POLICY]) + (review or [OK])
@@ -532,7 +637,14 @@ def package_files(
     """The files the team writes before the tasks stage (for planning the walks)."""
     bp = blueprint(config, raw)
     limits = config.limits()
-    db = grow(bp, parse_data(bp, data_answer(), limits), limits, seed=config.seed)
+    with tempfile.TemporaryDirectory() as work:
+        db = run_generator(
+            bp,
+            normalise_generator(bp, DATA_PROGRAM),
+            Sizes(limits.main_size, limits.catalog_size),
+            Path(work),
+            seed=config.seed,
+        )
     functions = {op.name: normalise_tool(bp, op, TOOLS[op.name]) for op in bp.operations}
     return {
         "models.py": models_source(bp),

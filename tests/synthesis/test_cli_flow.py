@@ -143,13 +143,17 @@ def test_the_flow_synthesizes_tonights_briefs_into_ingestable_packages(tmp_path:
     assert sorted(p.name for p in package.iterdir()) == [
         "db.json",
         "domain.json",
+        "laws.json",
         "models.py",
         "policy.md",
         "tasks.jsonl",
         "tools.py",
     ]
     lake = Lake(LakeSettings(root=str(tmp_path / "lake")))
-    assert lake.read("domains").collect()["run_id"].to_list() == ["night1"]
+    domains = lake.read("domains").collect()
+    assert domains["run_id"].to_list() == ["night1"]
+    assert domains["n_laws"].to_list() == [len(team.BLUEPRINT["laws"])]
+    assert domains["laws_json"].to_list() == [(package / "laws.json").read_text()]
     assert lake.read("blueprints").collect()["status"].to_list() == ["accepted"]
 
 

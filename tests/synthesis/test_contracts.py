@@ -5,6 +5,8 @@ as ``response_format``."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -13,6 +15,7 @@ from pydantic import BaseModel
 
 from maestro.agents.codegen.answers import (
     SCHEMA_KEYWORDS,
+    ParseError,
     ReviewAnswer,
     clean_schema,
     extract_code,
@@ -21,7 +24,13 @@ from maestro.agents.codegen.answers import (
     response_format,
 )
 from maestro.agents.codegen.blueprint import BlueprintDraft
-from maestro.agents.codegen.data import DataError, data_answer_model, parse_data
+from maestro.agents.codegen.generator import (
+    GENERATOR_IMPORTS,
+    Sizes,
+    generation_order,
+    normalise_generator,
+    run_generator,
+)
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.prompts import (
     blueprint_messages,
@@ -86,29 +95,36 @@ def test_the_blueprint_prompts_example_is_a_valid_blueprint_and_fits_its_schema(
     text = prompt(blueprint_messages(team.BRIEF, "transport", CONFIG.clock, None, None))
     (example,) = [o for o in json_objects(text) if "entities" in o]
     bp = parse_blueprint(example, clock=CONFIG.clock)
-    assert len(bp.operations) == 9
+    assert len(bp.operations) == 10
     schema = schema_of(response_format("blueprint", BlueprintDraft))
     jsonschema.validate(example, schema)
     assert "Monday 2026-01-05" in text  # the clock, as every stage states it
 
 
-def test_the_data_prompts_shape_parses_and_only_its_placeholders_are_refused() -> None:
+def test_the_data_prompts_program_shape_is_what_the_host_runs(tmp_path: Path) -> None:
     bp = team.blueprint(CONFIG)
     text = prompt(data_messages(bp, CONFIG.limits(), None, None))
-    (shape,) = [o for o in json_objects(text) if "records" in o]
-    model = data_answer_model(bp)  # the shape's types; the stage also bounds each list's length
-    model.model_validate(shape)  # the parser's own types
-    jsonschema.validate(shape, schema_of(response_format("data", model)))
-    with pytest.raises(DataError) as err:
-        parse_data(bp, shape, CONFIG.limits().model_copy(update={"seeds": 1}))
-    problems = str(err.value).split("; ")
-    assert problems and all(
-        "is a placeholder to replace" in p or "distinct value(s)" in p for p in problems
-    )
-    # Keys follow each table's own prefix, never one pattern for all.
-    assert '"passenger_id": "PS1001"' in text and '"booking_id": "BK1001"' in text
-    assert "C1001" not in text
+    order = [e.table for e in generation_order(bp)]
+    # The tables in the order they are made, each a field list with its types and windows.
+    assert [t for t in order if f"- {t} (" in text] == order
+    assert text.index(f"- {order[0]} (") < text.index(f"- {order[-1]} (")
     assert "from 2025-12-06 to 2026-03-06" in text  # a window, in dates around the clock
+    assert "make_<table>(db, rng, n)" in text and "finish_<table>(db, rng, record)" in text
+    # Every helper the prompt names is one the sandbox lets the program import.
+    named = set(re.findall(r"\b([a-z_]+)\(rng", text))
+    assert named <= set(GENERATOR_IMPORTS["maestro.domains.worldgen"]), named
+    assert named >= {"person", "place", "phone", "street_address", "birth_date", "fake"}
+    # A program written to the stated shape runs; one that leaves a table out is told which.
+    program = (
+        "\n".join(f"def make_{t}(db, rng, n):\n    return []\n" for t in order)
+        + "def finish_bookings(db, rng, record):\n    return None\n"
+    )
+    db = run_generator(bp, normalise_generator(bp, program), Sizes(3, 3), tmp_path)
+    assert set(db) == set(order)
+    with pytest.raises(ParseError, match="defines no make_refunds"):
+        normalise_generator(bp, program.replace("def make_refunds", "def make_refund"))
+    with pytest.raises(ParseError, match="no imports"):
+        normalise_generator(bp, "import os\n" + program)
 
 
 def test_the_scenario_and_refusal_prompts_shapes_parse(toy: Domain) -> None:
@@ -176,10 +192,9 @@ def test_every_stage_schema_becomes_a_llama_cpp_grammar() -> None:
     """The embedded server constrains decoding with llama.cpp's JSON-schema converter: each
     stage's schema must convert, and the grammar must parse."""
     grammar = pytest.importorskip("llama_cpp.llama_grammar")
-    bp = team.blueprint(CONFIG)
+    team.blueprint(CONFIG)
     stages: list[tuple[str, type[BaseModel]]] = [
         ("blueprint", BlueprintDraft),
-        ("data", data_answer_model(bp)),
         ("review", ReviewAnswer),
         ("scenario", ScenarioDraft),
         ("refusal", RefusalDraft),

@@ -79,8 +79,16 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     assert domain is not None
     kinds = {s.name: s.kind for s in domain.toolkit.specs.values()}
     creates = [op["name"] for op in team.BLUEPRINT["operations"] if op["kind"] == "create"]
-    assert len(domain.tables) == 5 and len(kinds) == 12 and len(creates) == 3
-    assert domain.initial.count() == 406  # four main tables grown, the catalog as written
+    assert len(domain.tables) == 5 and len(kinds) == 13 and len(creates) == 3
+    # Three main tables made to size, refunds one per cancelled booking, the catalog whole.
+    sizes = {t: domain.initial.count(t) for t in domain.tables}
+    assert {t: sizes[t] for t in ("passengers", "sailings", "bookings", "memberships")} == {
+        "passengers": 100,
+        "sailings": 100,
+        "bookings": 100,
+        "memberships": 10,
+    }
+    assert 4 < sizes["refunds"] < 40
     refusals = [t for t in domain.tasks if t.category == "refusal"]
     assert len(domain.tasks) == 13 and len(refusals) == 3
     assert all(replay_gold(domain, t).ok for t in domain.tasks)
@@ -97,13 +105,13 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     assert totals["problems"] == [] and len(checks) == 1, totals
     assert totals["gold_pass"] == totals["null_fail"] == totals["perturbed_fail"] == 13
     assert [s for s, _, o in stages(result) if o != "ok"] == []
-    assert result.llm_calls == 1 + 1 + 12 + 1 + scripted + 1
+    assert result.llm_calls == 1 + 1 + 13 + 1 + scripted + 1
     # Every JSON stage sent its answer's schema; code and Markdown stages did not.
     formats = [
         (b.get("response_format") or {}).get("json_schema", {}).get("name")
         for b in requests(server, "good")
     ]
-    assert formats == ["blueprint", "data", *[None] * 12, None, "review"]
+    assert formats == ["blueprint", None, *[None] * 13, None, "review"]
     task_formats = {
         b["response_format"]["json_schema"]["name"]
         for ep, _, b in server.model.requests
@@ -117,13 +125,12 @@ def test_every_refused_answer_goes_back_with_itself_and_the_error(
 ) -> None:
     no_lookup = json.loads(json.dumps(team.BLUEPRINT))
     no_lookup["operations"] = no_lookup["operations"][1:]
-    placeholders = team.data_answer()
-    placeholders["records"]["passengers"][3]["first_name"] = "name 4"
+    placeholders = team.fence(team.DATA_PROGRAM.replace("'Rahul'", "'name 4'"))
     bare_policy = "Rules: be nice."
     bad_review = '{"verdict": "fix", "stage": "tools", "tool": "", "problem": "rule 6"}'
     replies = team.team_replies(
         blueprint=[json.dumps(no_lookup), json.dumps(team.BLUEPRINT)],
-        data=[json.dumps(placeholders), json.dumps(team.data_answer())],
+        data=[placeholders, team.fence(team.DATA_PROGRAM)],
         cancel=[team.CANCEL_BUGGY, team.TOOLS["cancel_booking"]],
         policy=[bare_policy, team.POLICY],
         review=[bad_review, team.OK],
@@ -144,7 +151,9 @@ def test_every_refused_answer_goes_back_with_itself_and_the_error(
     ]
     asks = requests(server, "back")
     assert_fed_back(asks[1], replies[0], "no lookup operation")
-    assert_fed_back(asks[3], replies[2], "passengers.first_name 'name 4' is the field's name")
+    assert_fed_back(
+        asks[3], replies[2], "passengers/PS1004.first_name 'name 4' is the field's name"
+    )
     cancel = retry_of(server, "back", "the tool cancel_booking")
     assert len(cancel) == 2
     assert_fed_back(
@@ -217,7 +226,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
     replies = team.team_replies()
-    team.queue(server, "crash", replies[:14])  # blueprint, data, twelve tools; policy unscripted
+    team.queue(server, "crash", replies[:15])  # blueprint, data, 13 tools; policy unscripted
 
     crashed = synthesize(server, tmp_path, "crash")
 
@@ -227,7 +236,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     assert len(server.model.stats.unscripted) == 1
     calls_before = server.model.stats.calls["codegen"]
 
-    team.queue(server, "crash", replies[14:])
+    team.queue(server, "crash", replies[15:])
     scripted = team.queue_tasks(server, "crash", CONFIG)
     resumed = synthesize(server, tmp_path, "crash")
 

@@ -83,8 +83,8 @@ def _set(path: str, value: Any) -> Any:
             "a create operation makes its key with db.new_id",
         ),
         (
-            lambda d: op(d, "add_vehicle")["requires"][0].update(value=["lost"]),
-            "status in: ['lost'] are not enum:confirmed|cancelled|travelled values",
+            lambda d: op(d, "add_vehicle")["requires"][0].update(check="status in ['lost']"),
+            "'lost' is not a value of status (confirmed|cancelled|travelled)",
         ),
         (
             lambda d: op(d, "update_phone").update(sets={"phone": "$mobile"}),
@@ -179,7 +179,7 @@ def test_an_impossible_operation_is_found_before_any_code_is_written() -> None:
     )
     bp = parse_blueprint(data, clock=CLOCK)
     assert fixture_problems(bp) == [
-        "add_vehicle: no records and arguments meet status in ['confirmed'] and "
+        "add_vehicle: no records and arguments meet status = 'confirmed' and "
         "status not in ['confirmed'] together"
     ]
     data = blueprint()

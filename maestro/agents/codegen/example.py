@@ -1,8 +1,9 @@
 """The worked example the blueprint prompt shows: a ferry line's desk, whole and valid.
 
 A capable model designs better from a complete example than from a grammar alone; the example
-covers every construct (lookup by two identifiers, list, read, create with effects on another
-record, update from a parameter, date checks both ways, a nullable reference, agent rules). Its
+covers every construct (lookup by two identifiers, list, read, a quote computed by an
+expression, create with effects on another record, a count of what must not exist yet, update
+from a parameter, date checks both ways, a nullable reference, laws, agent rules). Its
 tables are refused for any other brief (:func:`copies_example`), so a small model that copies it
 is told so. The contract tests parse it as the blueprint stage does.
 """
@@ -111,9 +112,13 @@ EXAMPLE: dict[str, Any] = {
             "description": "Book a seat on a scheduled sailing for a passenger.",
             "params": {"passenger_id": "str", "sailing_id": "str", "vehicle": "bool"},
             "requires": [
-                {"check": "sailing_id.status", "test": "in", "value": ["scheduled"]},
-                {"check": "sailing_id.departs_at", "test": "at_least_hours_ahead", "value": 2},
-                {"check": "sailing_id.seats_left", "test": "at_least", "value": 1},
+                {"check": "sailing_id.status = 'scheduled'"},
+                {"check": "sailing_id.departs_at >= now + hours(2)"},
+                {"check": "sailing_id.seats_left >= 1"},
+                {
+                    "check": "count(bookings where passenger_id = $passenger_id and sailing_id = "
+                    "$sailing_id and status = 'confirmed') = 0"
+                },
             ],
             "sets": {
                 "new.passenger_id": "$passenger_id",
@@ -133,11 +138,11 @@ EXAMPLE: dict[str, Any] = {
             "the fare is refunded.",
             "params": {"booking_id": "str", "reason": "str"},
             "requires": [
-                {"check": "booking_id.status", "test": "in", "value": ["confirmed"]},
+                {"check": "booking_id.status = 'confirmed'"},
+                {"check": "booking_id.sailing_id.departs_at >= now + hours(24)"},
                 {
-                    "check": "booking_id.sailing_id.departs_at",
-                    "test": "at_least_hours_ahead",
-                    "value": 24,
+                    "check": "count(refunds where booking_id = $booking_id and status = "
+                    "'pending') = 0"
                 },
             ],
             "sets": {
@@ -158,12 +163,12 @@ EXAMPLE: dict[str, Any] = {
             "of the planned departure.",
             "params": {"booking_id": "str"},
             "requires": [
-                {"check": "booking_id.status", "test": "in", "value": ["confirmed"]},
-                {"check": "booking_id.sailing_id.status", "test": "in", "value": ["cancelled"]},
+                {"check": "booking_id.status = 'confirmed'"},
+                {"check": "booking_id.sailing_id.status = 'cancelled'"},
+                {"check": "booking_id.sailing_id.departs_at >= now - days(30)"},
                 {
-                    "check": "booking_id.sailing_id.departs_at",
-                    "test": "within_last_days",
-                    "value": 30,
+                    "check": "count(refunds where booking_id = $booking_id and status = "
+                    "'pending') = 0"
                 },
             ],
             "sets": {
@@ -182,10 +187,23 @@ EXAMPLE: dict[str, Any] = {
             "description": "Add a vehicle to a confirmed booking.",
             "params": {"booking_id": "str"},
             "requires": [
-                {"check": "status", "test": "in", "value": ["confirmed"]},
-                {"check": "vehicle", "test": "equals", "value": False},
+                {"check": "status = 'confirmed'"},
+                {"check": "vehicle = false"},
             ],
             "sets": {"vehicle": True},
+        },
+        {
+            "name": "quote_cancellation",
+            "kind": "quote",
+            "table": "bookings",
+            "description": "Say what cancelling a confirmed booking would refund, and how many "
+            "days are left before the sailing.",
+            "params": {"booking_id": "str"},
+            "requires": [{"check": "booking_id.status = 'confirmed'"}],
+            "returns": {
+                "refund": "booking_id.fare_paid",
+                "days_to_departure": "days_between(today, booking_id.sailing_id.departs_at)",
+            },
         },
         {
             "name": "update_phone",
@@ -210,19 +228,36 @@ EXAMPLE: dict[str, Any] = {
             "operation": "cancel_booking",
             "rule": "Bookings with a vehicle cannot be cancelled by phone: the passenger must "
             "cancel at the port office.",
-            "refuse_when": [{"check": "booking_id.vehicle", "test": "equals", "value": True}],
+            "refuse_when": [{"check": "booking_id.vehicle = true"}],
         },
         {
             "operation": "book_sailing",
             "rule": "Sailings departing in less than 24 hours are sold only at the port, not by "
             "phone.",
-            "refuse_when": [
-                {
-                    "check": "sailing_id.departs_at",
-                    "test": "less_than_hours_ahead",
-                    "value": 24,
-                }
-            ],
+            "refuse_when": [{"check": "sailing_id.departs_at < now + hours(24)"}],
+        },
+    ],
+    "laws": [
+        {
+            "table": "bookings",
+            "holds": "booked_on <= date(sailing_id.departs_at)",
+            "says": "A booking is made before its sailing departs.",
+        },
+        {
+            "table": "bookings",
+            "holds": "status = 'travelled'",
+            "when": "sailing_id.status = 'departed'",
+            "says": "Bookings on a departed sailing have travelled.",
+        },
+        {
+            "table": "refunds",
+            "holds": "amount <= booking_id.fare_paid and requested_on >= booking_id.booked_on",
+            "says": "A refund is never more than the fare paid, and is asked for after booking.",
+        },
+        {
+            "table": "bookings",
+            "holds": "count(refunds where booking_id = self and status = 'pending') <= 1",
+            "says": "A booking has at most one refund pending.",
         },
     ],
 }

@@ -15,14 +15,25 @@ from typing import Any
 from maestro.agents.codegen.blueprint import (
     Adjust,
     Blueprint,
+    Computed,
     Entity,
     FieldType,
     Operation,
+    Restore,
 )
-from maestro.agents.codegen.conditions import Target, check_words, record_params, resolve
-from maestro.agents.codegen.data import DataLimits, vocabulary_fields
+from maestro.agents.codegen.conditions import (
+    Target,
+    check_words,
+    condition_node,
+    record_params,
+    resolve,
+    subject_of,
+)
+from maestro.agents.codegen.data import DataLimits
 from maestro.agents.codegen.example import EXAMPLE
+from maestro.agents.codegen.generator import generation_order
 from maestro.agents.codegen.tools_code import tool_header
+from maestro.domains.expressions import Aggregate, ExpressionError, Path, parse, walk
 
 SYSTEM = "You are a careful software engineer. Answer with exactly what is asked, nothing else."
 
@@ -59,50 +70,75 @@ def chat(lines: list[str], previous: str | None = None, feedback: str | None = N
 # ----- blueprint --------------------------------------------------------------------------------
 
 BLUEPRINT_LANGUAGE = """The language:
-- entities: 3 to 6 tables. "key" is the key field (not listed in "fields"); keys are the
+- entities: 3 to 8 tables. "key" is the key field (not listed in "fields"); keys are the
   table's "prefix" (1 to 4 capital letters, different for each table) and digits, such as PS1001.
-  "catalog": true marks a small fixed list (services, branches, staff) of about 10 records;
-  other tables grow to about 100 records.
+  "catalog": true marks a small fixed list (services, branches, plans, car classes) of about 10
+  records; other tables hold about 100 records. "shares" (optional) gives the share of each
+  value an enum field should hold, in percent: {"cabin": {"economy": 80, "business": 20}}.
 - field types: str, int, float, bool, date, datetime, ref:<table> (a key of that table),
   enum:a|b|c. int:1..8 and float:0..500 give the range of values; date:-60d..0d and
   datetime:+1d..+30d give the window, relative to today, where values fall (units d, w, y:
   date:-85y..-18y for a birth date). A trailing ? makes a field nullable (ref:patients? for a
   slot no patient holds yet). Give every date and number its window or range.
-- operations: 5 to 12, what the desk needs for the brief: at least one lookup that finds the
-  customer by what they know (email, or name and date of birth), lists of their records, reads,
-  and the changes customers ask for: records to create (bookings, returns, tickets), updates,
-  cancellations. An operation's "table" is the table of the record it reads or changes, or the
-  one it adds a record to. Names are snake_case (entity names CamelCase).
+- expressions (used by checks, effects, quotes and laws): paths ($quantity is a parameter;
+  order_id.status a field of the record order_id names; booking_id.sailing_id.departs_at
+  follows a reference; a bare field is the operation's own record); constants ('text', 12,
+  9.5, true, false, null); today and now; + - * / and round(x, 2), min(a, b), max(a, b),
+  abs(x); dates: pickup_at + days(3), now - hours(2), days_between(a, b), hours_between(a, b),
+  date(datetime); comparisons = != < <= > >= and x in ['a', 'b'], x not in [...], x is null,
+  x is not null; and, or, not; count(<table> where <condition>) and sum(<table>.<field>
+  where <condition>) over the records of a table (inside the where, a bare name is a field of
+  the counted record: count(rentals where customer_id = $customer_id and status = 'active')).
+  A null makes a comparison neither true nor false: a check on it fails.
+- operations: 8 to 25, every operation such a desk needs for the brief: a lookup that finds the
+  customer by what they know (email, or name and date of birth), lists and reads of their
+  records, status lookups, searches by what a customer knows (by city, by date, by name),
+  quotes of what a change would cost, and every change customers ask for: records to create
+  (bookings, returns, claims), updates, cancellations, and where money changes hands the
+  payments, fees and refunds. Names are snake_case (entity names CamelCase).
   - kind read: params hold the table's key; returns that record.
   - kind lookup: "by" lists the fields matched, params are exactly those fields (the fields'
     types, without range or window); returns the one record matching all of them.
-  - kind list: "by" lists fields (often a ref such as customer_id); params are exactly those
-    fields; returns every matching record.
+  - kind list: "by" lists fields (a ref such as customer_id, or what a customer knows such as
+    a city); params are exactly those fields; returns every matching record.
+  - kind quote: params hold the table's key (and what the quote depends on); "returns" names
+    each value it computes, as an expression ({"fee": "round(rental_id.daily_rate * $days,
+    2)"}); it changes nothing.
   - kind update: params hold the table's key; changes records.
-  - kind create: adds one record to "table" under a new key the tool makes (not a param).
+  - kind create: adds a record to "table" under a new key the tool makes (not a param);
+    "adds" names more records the same call adds ({"charge": "damage_charges"}: its fields are
+    set as charge.amount, ...).
   - A parameter named like a table's key (order_id) or ending with _<key> (new_slot_id) names a
     record of that table, and the tool refuses a key that names none. Parameter types: str,
     int, float, bool, date, datetime, enum:a|b. Every parameter is used by a check or an effect.
-  - "requires": checks that must hold before the change; the tool refuses the call when one
-    fails. "check" names a value: "$quantity" is a parameter; "order_id.status" a field of the
-    record order_id names; "booking_id.sailing_id.departs_at" follows a reference; a bare field
-    ("status") is the operation's own record (read and update). Tests: in, not_in (a list of
-    values); equals (a value or "$param"); is_null, not_null (no value); at_least, at_most (a
-    number or "$param"); within_last_days N (on or after today - N days), older_than_days N
-    (before today - N days), at_least_days_ahead N (on or after today + N days; 0: not in the
-    past), less_than_days_ahead N; at_least_hours_ahead H, less_than_hours_ahead H (datetimes,
-    relative to now). A null value fails every test but is_null.
+  - "requires": the checks that must hold before the call; the tool refuses the call when one
+    fails. Each is {"check": "<expression>"}, and with "when": "<expression>" it applies only
+    when that holds ({"check": "$refills = 0", "when": "prescription_id.schedule = 'II'"}).
+    Compare parameters and fields with each other (mileage_in at least the rental's mileage
+    out, a new flight on the same route), count what must not exist yet (no refill already
+    pending), compute limits (a refund at most what was paid).
   - "sets": the effects, by target: "order_id.status"; "new.amount" (a field of the record a
     create adds: every field of it that is not nullable must be set); a bare field (the own
     record for update, the new one for create). Values: a constant, null, "$param",
     "$param.field" (a record's value before the call), "$today", "$now", {"add": n} or
-    {"subtract": n} (n a number or "$param").
+    {"subtract": n} (n a number, "$param" or an expression), {"expr": "<expression>"} (a fee
+    of rate times days, computed on the records before the call), {"restore": "<path>"} (put
+    back a value a record kept, for a cancellation: "upgrade_id.previous_cabin").
+- laws: what every record of the world keeps, 4 to 15 of them, each {"table", "holds":
+  "<expression over one record>", "when" (optional), "says": "<the law in a sentence>"}. In a
+  law a bare field is the record's own, self is the record (count(returns where rental_id =
+  self) <= 1), and references are followed (returned_at >= rental_id.pickup_at). Write the laws
+  that tie records together: dates in order, owners that match (an upgrade's passenger is its
+  booking's), amounts within what the rules allow, at most one of something, statuses that
+  agree with dates. The data and every operation must keep them: give each operation the
+  checks that keep them.
 - rules: the policy the agent follows, one plain sentence each: the identity check, whose
-  records the agent may touch, every limit the operations enforce.
+  records the agent may touch, every limit and fee the operations enforce.
 - agent_rules: 2 to 4 rules the tools do NOT check, which the agent upholds by refusing:
-  "operation", the "rule" sentence, and "refuse_when": checks (same language) that hold exactly
-  when the agent must refuse. Choose rules the data can show (an amount above a limit, a date,
-  a flag, a status), and that leave the call otherwise valid."""
+  "operation", the "rule" sentence, and "refuse_when": checks (the same expressions) that hold
+  exactly when the agent must refuse. Choose rules the data can show (an amount above a limit, a
+  date, a flag, a status), and that leave the call otherwise valid. Do not repeat an agent
+  rule in "rules"."""
 
 
 def blueprint_messages(
@@ -133,45 +169,28 @@ def _table_lines(bp: Blueprint, e: Entity) -> list[str]:
     return lines
 
 
-def _skeleton_value(bp: Blueprint, ftype: FieldType) -> Any:
-    if ftype.nullable:
-        return None
-    if ftype.base == "enum":
-        return ftype.choices[0]
-    if ftype.base == "ref":
-        return f"{bp.entity(str(ftype.ref)).prefix}1001"
-    if ftype.base == "bool":
-        return False
-    if ftype.numeric:
-        low = ftype.low if ftype.low is not None else 1
-        return int(low) if ftype.base == "int" else float(low)
-    window = ftype.window(bp.clock)
-    day = window[0] if window else bp.clock.date()
-    return day.isoformat() if ftype.base == "date" else f"{day.isoformat()}T09:00:00"
-
-
-def data_skeleton(bp: Blueprint) -> dict[str, Any]:
-    """The data answer's shape, one record per table with "..." for text: what the prompt shows."""
-    records: dict[str, Any] = {}
-    values: dict[str, Any] = {}
-    for e in bp.entities:
-        rec: dict[str, Any] = {e.key: f"{e.prefix}1001"}
-        for fname, ftype in e.field_types().items():
-            rec[fname] = (
-                "..." if ftype.base == "str" and not ftype.nullable else _skeleton_value(bp, ftype)
-            )
-        records[e.table] = [rec]
-        values[e.table] = {f: ["...", "..."] for f in vocabulary_fields(e)}
-    return {"records": records, "values": values}
+def law_lines(bp: Blueprint) -> list[str]:
+    """The world's laws as the prompts show them: the sentence and the expression."""
+    out = []
+    for _i, law in enumerate(bp.laws, start=1):
+        when = f" (when {law.when})" if law.when else ""
+        out.append(f"- {law.table}: {law.says} [{law.holds}{when}]")
+    return out
 
 
 def data_messages(
     bp: Blueprint, limits: DataLimits, previous: str | None, feedback: str | None
 ) -> Messages:
-    tables = [line for e in bp.entities for line in _table_lines(bp, e)]
+    order = generation_order(bp)
+    tables = []
+    for e in order:
+        tables += _table_lines(bp, e)
+        for fname, shares in e.shares.items():
+            shown = ", ".join(f"{v} {p:g}%" for v, p in shares.items())
+            tables.append(f"    share of {fname}: {shown}")
     checks = []
     for op in bp.operations:
-        if op.requires:
+        if op.requires and op.tool_kind == "write":
             words = "; ".join(check_words(bp, op, c) for c in op.requires)
             checks.append(f"- {op.name}: {words}")
     rules = []
@@ -179,51 +198,66 @@ def data_messages(
         op = bp.operation(r.operation)
         words = "; ".join(check_words(bp, op, c) for c in r.refuse_when)
         rules.append(f"- {r.operation}: {r.rule} (applies when {words})")
-    fields = ", ".join(f"{e.table}.{f}" for e in bp.entities for f in vocabulary_fields(e))
-    catalogs = [e.table for e in bp.entities if e.catalog]
+    catalogs = [e.table for e in order if e.catalog]
+    mains = [e.table for e in order if not e.catalog]
     lines = [
-        f"Write the seed data of {bp.name}: {bp.description}",
+        f"Write the program that makes the database of {bp.name}: {bp.description}",
         clock_line(bp.clock),
         "",
-        "Tables (X.f below is field f of the record that parameter X names):",
+        "Tables, in the order the program makes them (a table after the tables it refers to; "
+        "X.f is field f of the record X names):",
         *tables,
         "",
-        f"Write {limits.seeds} to {limits.seeds + 4} seed records per main table, keys numbered "
-        "from 1001 with each table's own prefix. The host then grows each main table to about "
-        f"{limits.main_size} records: a grown record copies a seed's enum values, booleans and "
-        "nulls, points its references at other records, moves its dates together inside their "
-        'windows, and draws its text from "values".'
-        + (
-            f" Write each catalog ({', '.join(catalogs)}) whole, {limits.catalog_size} records: "
-            "the host never grows a catalog, so each record's name, numbers and status must "
-            "describe one real item."
-            if catalogs
-            else ""
-        )
-        + " So:",
-        "- give seeds of every kind the operations need: some that meet each operation's checks "
-        "(below) and some that do not, and some to which each agent rule applies;",
-        "- a ref field holds the key of a seed record of that table (or null where the type "
-        "allows); dates fall inside their windows, past events in the past and coming ones "
-        "in the future;",
-        "- where a value repeats one of the referenced record (a booking's fare paid is its "
-        "sailing's fare), write it so in every seed: grown records then copy it the same way;",
-        "- every text value is real-looking data: real people's names, real streets and towns, "
-        "real product names, emails at real providers (gmail.com, outlook.com...). Never "
-        'placeholders ("name 4", "Book title 6", "string", "example", "...", lorem ipsum) and '
-        "never one value in every record.",
+        "Laws every record must keep (the host checks each on every record and refuses the "
+        "data with the records that break it):",
+        *(law_lines(bp) or ["- (none)"]),
         "",
-        "Checks the operations make:",
+        "Checks the operations make, and the agent rules (the tasks need records that meet "
+        f"them: at least {limits.coverage} records meeting each operation's checks, at least one "
+        "to which each agent rule applies, and others that do not):",
         *(checks or ["- (none)"]),
-        "Agent rules:",
-        *(rules or ["- (none)"]),
+        *rules,
         "",
-        f'"values": for each text field ({fields}), at least {limits.values} distinct realistic '
-        "values of that kind (where one field holds a person's full name, give full names).",
+        "Write one Python function per table, make_<table>(db, rng, n), returning a list of at "
+        "most n records, each a dict of every field of the table except the key (the host "
+        "numbers the keys: the first record is <prefix>1001, the second <prefix>1002, in the "
+        f"list's order). n is {limits.catalog_size} for a catalog"
+        + (f" ({', '.join(catalogs)})" if catalogs else "")
+        + f" and {limits.main_size} for a main table ({', '.join(mains)}): write each catalog "
+        "whole, every item a real one with its own name, numbers and status; make about n "
+        "records of a main table, fewer only where a table holds one record per parent (a "
+        f"return per returned rental), never fewer than {limits.least}. Optionally, "
+        "finish_<table>(db, rng, record) returns a dict of changes to one record once every "
+        "table is made (a count of seats left from the bookings made), or None.",
+        "- Build each record from the records it refers to, so they agree: a return is dated "
+        "after its rental's pickup and shows its car's mileage and more; an upgrade is for its "
+        "booking's own passenger; a refill is at its prescription's branch. Statuses agree with "
+        "the dates around today (a past event is done or cancelled, a coming one booked), "
+        "amounts with the rules (a fee the policy states is that fee), and every value with its "
+        "field's range or window.",
+        "- Real-looking data: real people's names, real cities with their own state, ZIP code "
+        "and phone area code, emails made from the names at real providers. Never placeholders "
+        '("name 4", "string", "example", "...", lorem ipsum) and never one value in most '
+        "records.",
+        "- db is the database made so far (the tables before this one): db.get(table, key), "
+        "db.find(table, field=value, ...) (a list), db.scan(table) (every record, a list), "
+        "db.count(table), db.today(), db.now(). rng is a random.Random seeded for this table: "
+        "use it for every random choice, so the same seed makes the same world.",
+        "- Already imported for you (write no imports): date, datetime, timedelta, Random, and "
+        "from maestro.domains.worldgen: person(rng, country='US') -> {first_name, last_name, "
+        "full_name, email}; place(rng, country='US', state=None) -> {city, state, state_name, "
+        "zip, area_code, street, address, country} (a real city; country='GB' for the UK, with "
+        "postcode and dialling_code); phone(rng, place) -> a number with that place's area "
+        "code; street_address(rng, country='US'); email_for(rng, first, last); "
+        "birth_date(rng, today, youngest=18, oldest=85) -> 'YYYY-MM-DD'; postcode(rng, "
+        "district); fake(rng, country='US') -> a seeded Faker (fake(rng).company(), "
+        ".license_plate(), ...). Dates are written 'YYYY-MM-DD', datetimes "
+        "'YYYY-MM-DDTHH:MM:SS' (d.isoformat(), dt.isoformat(timespec='seconds')).",
+        "- Only the functions and constants at the top level; no imports, no other statements. "
+        "The program runs in a sandbox: no files, no network, no clock but db.today() and "
+        "db.now(); each table must be made within a minute.",
         "",
-        'Answer with one JSON object in this shape, every "..." replaced by real data and each '
-        "list as long as asked:",
-        json.dumps(data_skeleton(bp)),
+        "Answer with one ```python code block holding the program.",
     ]
     return chat(lines, previous, feedback)
 
@@ -232,9 +266,24 @@ def data_messages(
 
 
 def _touched_tables(bp: Blueprint, op: Operation) -> list[str]:
-    tables = [op.table, *record_params(bp, op).values()]
-    for text in [c.check for c in op.requires] + list(op.sets):
-        subject = resolve(bp, op, text, effect=text in op.sets)
+    tables = [op.table, *record_params(bp, op).values(), *op.adds.values()]
+    nodes = [condition_node(bp, op, c) for c in op.requires]
+    nodes += [parse(c.when) for c in op.requires if c.when]
+    nodes += [parse(text) for text in op.returns.values()]
+    nodes += [parse(v.expr) for v in op.sets.values() if isinstance(v, Computed)]
+    for node in nodes:
+        for n in walk(node):
+            if isinstance(n, Aggregate):
+                tables.append(n.table)
+            elif isinstance(n, Path):
+                try:
+                    subject = subject_of(bp, op, n)
+                except ExpressionError:
+                    continue
+                if isinstance(subject, Target):
+                    tables += list(subject.tables)
+    for text in op.sets:
+        subject = resolve(bp, op, text, effect=True)
         if isinstance(subject, Target):
             tables += list(subject.tables)
     return list(dict.fromkeys(tables))
@@ -246,8 +295,14 @@ def _effect_words(bp: Blueprint, op: Operation, target: str, value: Any) -> str:
     name = subject.text
     if isinstance(value, Adjust):
         amount = value.amount
-        shown = f"the parameter {amount[1:]}" if isinstance(amount, str) else repr(amount)
+        shown = repr(amount)
+        if isinstance(amount, str):
+            shown = f"the parameter {amount[1:]}" if amount[1:] in op.params else amount
         return f"{name}: {'add' if value.sign > 0 else 'subtract'} {shown}"
+    if isinstance(value, Computed):
+        return f"{name} = {value.expr} (computed on the records as they are before the call)"
+    if isinstance(value, Restore):
+        return f"{name} = the value of {value.restore} before this call (put back)"
     if value == "$today":
         return f"{name} = today's date, db.today(), written YYYY-MM-DD"
     if value == "$now":
@@ -257,6 +312,14 @@ def _effect_words(bp: Blueprint, op: Operation, target: str, value: Any) -> str:
             return f"{name} = the value of {value[1:]} before this call"
         return f"{name} = the parameter {value[1:]}"
     return f"{name} = {value!r}"
+
+
+EXPRESSIONS_MEAN = (
+    "Expressions mean exactly what they say: count(T where c) counts the records of T for which "
+    "c holds (a bare name inside is a field of the counted record), round(x, 2) rounds half up, "
+    "days_between(a, b) is the number of days from a's date to b's, hours_between(a, b) the "
+    "hours from a to b, days(n) and hours(n) move a date, a null makes a comparison fail."
+)
 
 
 def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
@@ -292,19 +355,34 @@ def _contract_lines(bp: Blueprint, op: Operation) -> list[str]:
         lines.append(f"- the {table} record {p} names exists (db.require raises ToolError);")
     for c in op.requires:
         lines.append(f"- {check_words(bp, op, c)};")
+    if op.kind == "quote":
+        lines.append(
+            "Then change nothing and return a dict with exactly these values, each computed as "
+            "written on the records as they are:"
+        )
+        lines += [f"- {name}: {text}" for name, text in op.returns.items()]
+        return [*lines, EXPRESSIONS_MEAN]
     lines.append("Then make these changes, and nothing else:")
     if op.kind == "create":
         lines.append(
             f'- make the new key with db.new_id("{op.table}", "{e.prefix}") and add the record with '
             f'db.insert("{op.table}", record): it holds {e.key} (the new key) and every field of '
-            f"{op.table}; fields not set below are None;"
+            f"{op.table}; fields not set below are None (it is new below);"
         )
+        for name, table in op.adds.items():
+            other = bp.entity(table)
+            lines.append(
+                f"- add one more record, {name} below, to {table}: its key from "
+                f'db.new_id("{table}", "{other.prefix}"), every field of {table} (None when not '
+                "set below);"
+            )
     lines += [f"- {_effect_words(bp, op, t, v)};" for t, v in op.sets.items()]
     lines.append(
         "Return the new record (what db.insert returns, updated if an effect changed it)."
         if op.kind == "create"
         else f"Return the {op.table} record {e.key} names, as it is after the changes."
     )
+    lines.append(EXPRESSIONS_MEAN)
     rules = bp.agent_rules_of(op.name)
     if rules:
         lines.append(

@@ -65,5 +65,15 @@ def manifest_json(bp: Blueprint, *, domain_id: str, synthesis_id: str, run_id: s
     return json.dumps(manifest, indent=2) + "\n"
 
 
+def laws_json(bp: Blueprint) -> str:
+    """laws.json: the blueprint's laws, each with its id."""
+    rows = []
+    for i, law in enumerate(bp.laws):
+        spec = law.model_dump(exclude_none=True)
+        spec.setdefault("id", f"{law.table}_{i + 1}")
+        rows.append(spec)
+    return "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n"
+
+
 def db_json(db: Database) -> str:
     return json.dumps(db, indent=1, sort_keys=True) + "\n"

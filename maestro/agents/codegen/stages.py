@@ -32,20 +32,19 @@ from maestro.agents.codegen.answers import (
 )
 from maestro.agents.codegen.blueprint import Blueprint, BlueprintDraft, BlueprintError
 from maestro.agents.codegen.checks import ToolTest, fixture_problems, operation_tests, untestable
-from maestro.agents.codegen.data import (
-    Database,
-    DataError,
-    coverage_problems,
-    data_answer_model,
-    database_problems,
-    parse_data,
-)
+from maestro.agents.codegen.data import Database, world_problems
 from maestro.agents.codegen.example import copies_example
-from maestro.agents.codegen.growth import grow
+from maestro.agents.codegen.generator import (
+    GeneratorError,
+    Sizes,
+    normalise_generator,
+    run_generator,
+)
 from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
+from maestro.agents.codegen.properties import argument_pools, check_properties
 from maestro.agents.codegen.refusals import refusal_rules
-from maestro.agents.codegen.render import db_json, manifest_json, models_source
+from maestro.agents.codegen.render import db_json, laws_json, manifest_json, models_source
 from maestro.agents.codegen.scenarios import synthesize_tasks, task_signature, tasks_jsonl
 from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
@@ -256,6 +255,8 @@ class SynthesisTeam:
         old_raw = state.get("blueprint")
         files = dict(state.get("files", {}))
         out_files = {"models.py": models}
+        if bp.laws:
+            out_files["laws.json"] = laws_json(bp)
         tools: dict[str, str] = {}
         feedback = dict(state.get("feedback", {}))
         if old_raw is not None:
@@ -263,7 +264,7 @@ class SynthesisTeam:
             same_tables = old.entities == bp.entities
             if same_tables and "db.json" in files:
                 db: Database = json.loads(files["db.json"])
-                gaps = coverage_problems(bp, db, self.config.limits())
+                gaps = world_problems(bp, db, self.config.limits())
                 if gaps:
                     feedback["data"] = "; ".join(gaps)
                 else:
@@ -288,24 +289,31 @@ class SynthesisTeam:
         }
 
     async def data(self, state: SynthesisState) -> Update:
-        """Seed records and value vocabularies from the LLM, grown to size by the host; refused
-        for placeholders, values that do not fit, or tables where no record allows an operation."""
+        """The model's program makes every record from the records it refers to; it runs in the
+        sandbox, and the world it makes is refused for values outside their types, broken laws,
+        placeholders, shares that stray, or tables where no record allows an operation."""
         att, attempts = self._begin(state, "data")
         bp = Blueprint.model_validate(state["blueprint"])
         limits = self.config.limits()
         previous, feedback = self._retry(state, "data")
         messages = prompts.data_messages(bp, limits, previous, feedback)
-        text = await self._ask(
-            state, messages, response_format("data", data_answer_model(bp, limits))
-        )
+        text = await self._ask(state, messages, None)
         drafts = {**state.get("drafts", {}), "data": text}
         try:
-            seeds = parse_data(bp, extract_json(text), limits)
-        except (ParseError, DataError) as exc:
+            program = normalise_generator(bp, extract_code(text))
+            db = run_generator(
+                bp,
+                program,
+                Sizes(limits.main_size, limits.catalog_size),
+                self.work_dir,
+                seed=self.config.seed,
+                limits=self.limits,
+            )
+        except (ParseError, GeneratorError) as exc:
             return self._failed(state, att, "data", str(exc), attempts=attempts, drafts=drafts)
-        db = grow(bp, seeds, limits, seed=self.config.seed)
-        problems = database_problems(bp, db) + coverage_problems(bp, db, limits)
-        problems += untestable(bp, db)
+        problems = world_problems(bp, db, limits)
+        if not problems:
+            problems = untestable(bp, db)
         if problems:
             error = "; ".join(problems)
             return self._failed(state, att, "data", error, attempts=attempts, drafts=drafts)
@@ -317,11 +325,8 @@ class SynthesisTeam:
         )
         files = {k: v for k, v in state["files"].items() if k not in ("db.json", "tasks.jsonl")}
         files.update({"db.json": db_json(db), "domain.json": manifest})
-        written = sum(len(rows) for rows in seeds.records.values())
         sizes = ", ".join(f"{t} {len(rows)}" for t, rows in db.items())
-        detail = f"{written} seed records kept, {len(seeds.dropped)} dropped; grown to {sizes}"
-        if seeds.dropped:
-            detail += "; dropped: " + "; ".join(seeds.dropped[:5])
+        detail = f"made {sizes}; {len(bp.laws)} law(s) kept by every record"
         return self._ok(state, att, detail, attempts=attempts, files=files, drafts=drafts)
 
     async def tools(self, state: SynthesisState) -> Update:
@@ -359,20 +364,31 @@ class SynthesisTeam:
     def _test_tool(
         self, state: SynthesisState, bp: Blueprint, functions: dict[str, str], tests: list[ToolTest]
     ) -> str | None:
-        """Static checks, then the tool's unit tests in the sandbox; the error text, or None."""
+        """Static checks, the tool's unit tests in the sandbox, then random sequences of the
+        tools written so far (every law kept, a refusal changes nothing); the error, or None."""
         source = tools_source(bp, functions)
         problems = check_tools_source(source, "tools.py")
         if problems:
             return "static check: " + "; ".join(str(p) for p in problems)
         root = self._package(state, {**state["files"], "tools.py": source})
+        db = json.loads(state["files"]["db.json"])
         try:
             with load_sandboxed_domain(root, self.limits, check_gold=False) as domain:
                 failures = run_tests(domain, tests)
+                if failures:
+                    return f"{len(failures)} of {len(tests)} tests fail: " + "; ".join(failures[:6])
+                writes = [
+                    op for op in bp.operations if op.name in functions and op.tool_kind == "write"
+                ]
+                plan = argument_pools(
+                    bp, writes, db, tests, focus=tests[0].operation if tests else None
+                )
+                found = check_properties(domain, plan)
         except DomainLoadError as exc:
             return "; ".join(str(p) for p in exc.problems)
-        if not failures:
+        if found is None:
             return None
-        return f"{len(failures)} of {len(tests)} tests fail: " + "; ".join(failures[:6])
+        return f"a random sequence of calls (shrunk by Hypothesis) fails: {found}"
 
     async def policy(self, state: SynthesisState) -> Update:
         """policy.md from the blueprint's rules: a title and one numbered item per rule."""

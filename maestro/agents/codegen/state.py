@@ -29,12 +29,8 @@ class SynthesisConfig(BaseModel):
 
     #: Attempts per stage (per tool for the tools stage) before the synthesis is rejected.
     max_iterations: int = Field(3, ge=1, le=20)
-    #: Seed records the LLM writes per table; the host grows the tables from them.
-    llm_records_per_table: int = Field(4, ge=1, le=20)
-    #: Distinct values the LLM lists per text field, which grown records draw from.
-    values_per_field: int = Field(10, ge=1, le=100)
-    #: Records of each main table after growth; the model writes each catalog whole, with
-    #: ``catalog_records`` records (a catalog is never grown).
+    #: Records the data program makes per main table (a table of one record per parent may
+    #: hold fewer); each catalog is the model's whole list of about ``catalog_records``.
     records_per_table: int = Field(100, ge=1, le=10_000)
     catalog_records: int = Field(10, ge=1, le=1_000)
     #: Walk tasks and refusal tasks asked for.
@@ -61,10 +57,9 @@ class SynthesisConfig(BaseModel):
 
     def limits(self) -> DataLimits:
         return DataLimits(
-            seeds=min(self.llm_records_per_table, self.records_per_table),
-            values=self.values_per_field,
             main_size=self.records_per_table,
-            catalog_size=max(self.catalog_records, self.llm_records_per_table),
+            catalog_size=self.catalog_records,
+            least=min(10, self.records_per_table),
         )
 
 
