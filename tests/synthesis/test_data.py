@@ -272,7 +272,7 @@ def test_a_place_is_a_real_city_with_its_own_state_postcode_and_area_code(countr
         p = worldgen.place(rng, country)
         number = worldgen.phone(rng, p)
         if country == "US":
-            city, state, _, (low, high), codes = cities[p["city"]]
+            _city, state, _, (low, high), codes = cities[p["city"]]
             assert p["state"] == state and low <= int(p["zip"]) <= high
             assert p["area_code"] in codes and number.startswith(p["area_code"] + "-")
             assert re.fullmatch(r"\d{3}-\d{3}-\d{4}", number)
