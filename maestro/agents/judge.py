@@ -9,12 +9,11 @@ records as an error: never a silent pass or fail.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from maestro.agents.client import ChatClient, ProviderError, json_schema_format
+from maestro.agents.structured import StructuredAnswerError, ask_structured, json_object
 from maestro.conversation import Trajectory
 from maestro.domains.models import Task
 from maestro.scoring.card import AssertionVerdict
@@ -39,8 +38,6 @@ with one entry per assertion, in order.
 #: How a refused answer is sent back; the judge sees its answer above this.
 RETRY_PROMPT = """That answer was refused: {problem}.
 Answer again with JSON only, in the shape stated above, one entry per assertion."""
-
-_JSON_BLOCK = re.compile(r"\{.*\}", re.DOTALL)
 
 
 def verdict_schema(n_assertions: int) -> dict[str, Any]:
@@ -72,15 +69,7 @@ def verdict_schema(n_assertions: int) -> dict[str, Any]:
 
 def parse_verdicts(text: str | None, assertions: Sequence[str]) -> list[AssertionVerdict]:
     """The verdicts in a judge's answer; ValueError saying what is wrong with it."""
-    if not text:
-        raise ValueError("empty answer")
-    match = _JSON_BLOCK.search(text)
-    if not match:
-        raise ValueError("no JSON object in the answer")
-    try:
-        data: Any = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc.msg}") from None
+    data: Any = json_object(text)
     items = data.get("verdicts") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ValueError("no 'verdicts' list")
@@ -121,22 +110,20 @@ class LLMJudge:
         episode = f"{trajectory.domain_id}/{trajectory.task_id}/judge"
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         answer_format = json_schema_format("judge_verdicts", verdict_schema(len(assertions)))
-        problems = []
-        for attempt in range(self.attempts):
-            try:
-                out = await self.client.complete(
-                    messages, episode=episode, seed=attempt, response_format=answer_format
-                )
-            except ProviderError as exc:
-                raise JudgeError(f"judge endpoint failed: {exc}") from None
-            try:
-                return parse_verdicts(out.message.content, assertions)
-            except ValueError as exc:
-                problems.append(f"attempt {attempt + 1}: {exc}")
+        try:
+            asked = await ask_structured(
+                self.client,
+                messages,
+                lambda text: parse_verdicts(text, assertions),
+                response_format=answer_format,
+                episode=episode,
+                attempts=self.attempts,
                 # Only the latest refusal is shown: the prompt stays short for a small model.
-                messages = [
-                    messages[0],
-                    {"role": "assistant", "content": out.message.content or ""},
-                    {"role": "user", "content": RETRY_PROMPT.format(problem=exc)},
-                ]
-        raise JudgeError("malformed judge output; " + "; ".join(problems))
+                history="latest",
+                retry=lambda problem, _: RETRY_PROMPT.format(problem=problem),
+            )
+        except ProviderError as exc:
+            raise JudgeError(f"judge endpoint failed: {exc}") from None
+        except StructuredAnswerError as exc:
+            raise JudgeError("malformed judge output; " + "; ".join(exc.problems)) from None
+        return asked.value

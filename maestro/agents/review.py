@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from maestro.agents.client import ChatClient, ProviderError
+from maestro.agents.structured import StructuredAnswerError, ask_structured, json_object
 from maestro.domains.models import Action, Task
 
 #: What a reviewer may answer.
@@ -97,7 +98,6 @@ Answer with JSON only, no other text, in exactly this shape:
 - "about": the label of the expected or forbidden tool call ({action_labels}) or of the
   assertion ({assertion_labels}) that could not be met."""
 
-_JSON_BLOCK = re.compile(r"\{.*\}", re.DOTALL)
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "`": "'"})
 _ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026)\s*")
 _SPACE = re.compile(r"\s+")
@@ -150,15 +150,7 @@ def schema_shape(schema: dict[str, Any]) -> str:
 def parse_review(text: str | None, schema: dict[str, Any]) -> ReviewAnswer:
     """The answer in a model's reply, checked against ``schema`` (see :func:`review_schema`);
     ValueError saying what is wrong with it."""
-    if not text or not text.strip():
-        raise ValueError("empty answer")
-    match = _JSON_BLOCK.search(text)
-    if not match:
-        raise ValueError("no JSON object in the answer")
-    try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc.msg}") from None
+    data = json_object(text)
     if not isinstance(data, dict):
         raise ValueError("the answer is not a JSON object")
     props = schema["properties"]
@@ -312,22 +304,17 @@ async def review_failures(
     case = ReviewCase(policy, task, tuple(transcripts))
     schema = case.schema
     messages: list[dict[str, Any]] = [{"role": "user", "content": case.prompt()}]
-    problems = []
-    for attempt in range(attempts):
-        try:
-            out = await client.complete(
-                messages, episode=episode, seed=attempt, response_format=response_format(schema)
-            )
-        except ProviderError as exc:
-            raise ReviewError(f"review endpoint failed: {exc}") from None
-        try:
-            return case.check(parse_review(out.message.content, schema))
-        except ValueError as exc:
-            problems.append(f"attempt {attempt + 1}: {exc}")
-            # The refused answer goes back to its author with the reason.
-            messages = [
-                messages[0],
-                {"role": "assistant", "content": out.message.content or ""},
-                {"role": "user", "content": f"That answer was refused: {exc}. Answer again."},
-            ]
-    raise ReviewError("malformed review output; " + "; ".join(problems))
+    try:
+        asked = await ask_structured(
+            client,
+            messages,
+            lambda text: case.check(parse_review(text, schema)),
+            response_format=response_format(schema),
+            episode=episode,
+            attempts=attempts,
+        )
+    except ProviderError as exc:
+        raise ReviewError(f"review endpoint failed: {exc}") from None
+    except StructuredAnswerError as exc:
+        raise ReviewError("malformed review output; " + "; ".join(exc.problems)) from None
+    return asked.value

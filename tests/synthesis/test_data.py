@@ -283,3 +283,40 @@ def test_a_place_is_a_real_city_with_its_own_state_postcode_and_area_code(countr
     who = worldgen.person(rng)
     assert who["email"].split("@")[1] in worldgen.EMAIL_PROVIDERS
     assert re.sub(r"[^a-z]", "", who["last_name"].lower()) in who["email"]
+
+
+def test_an_operation_whose_own_effects_break_a_law_is_the_blueprints_to_fix(
+    bp: Blueprint, db: Database
+) -> None:
+    from maestro.agents.codegen.checks import effect_law_problems
+    from maestro.agents.codegen.normalise import parse_blueprint
+
+    assert effect_law_problems(bp, db) == []
+    raw = copy.deepcopy(team.BLUEPRINT)
+    cancel = next(o for o in raw["operations"] if o["name"] == "cancel_booking")
+    cancel["requires"] = [c for c in cancel["requires"] if "count(refunds" not in c["check"]]
+    careless = parse_blueprint(raw, clock=bp.clock)
+    (problem,) = effect_law_problems(careless, db)
+    assert problem.startswith(
+        "operation cancel_booking: done as the blueprint says (cancel_booking("
+    )
+    assert "A booking has at most one refund pending" in problem
+    assert "add the check that keeps the law" in problem
+
+
+def test_the_reviewer_sees_a_sample_of_the_world_and_the_laws(bp: Blueprint, db: Database) -> None:
+    from maestro.agents.codegen.data import law_report_lines, world_sample
+    from maestro.agents.codegen.prompts import review_messages
+
+    sample = world_sample(bp, db, n=20)
+    assert all(len(rows) >= min(20, len(db[t])) for t, rows in sample.items())
+    for booking in sample["bookings"]:  # every record shown with what it refers to
+        assert any(s["sailing_id"] == booking["sailing_id"] for s in sample["sailings"])
+        assert any(p["passenger_id"] == booking["passenger_id"] for p in sample["passengers"])
+    laws = law_report_lines(bp, db)
+    assert len(laws) == len(bp.laws) and all(line.endswith("broken by 0") for line in laws)
+    text = review_messages(bp, team.POLICY, ["t"], ["x"], None, None, ["x"], sample, laws)[-1][
+        "content"
+    ]
+    assert json.dumps(sample["bookings"][0], sort_keys=True) in text
+    assert "A booking is made before its sailing departs." in text and "broken by 0" in text

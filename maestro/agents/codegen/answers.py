@@ -8,7 +8,6 @@ and OpenAI-compatible servers accept: objects, arrays, enums, ``anyOf``, ``$defs
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from maestro.agents.client import json_schema_format
+from maestro.agents.structured import AnswerRefused, json_object
 
 #: Schema keywords kept; everything else (titles, defaults, patterns, lengths) is dropped.
 SCHEMA_KEYWORDS = frozenset(
@@ -45,19 +45,10 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n(.*?)```", re.DOTALL)
 
 def extract_json(text: str) -> Any:
     """The first JSON object in the answer: inside a code fence, or the outermost braces."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        candidates.append(text[start : end + 1])
-    errors = []
-    for c in candidates:
-        try:
-            return json.loads(c)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
-    if not candidates:
-        raise ParseError("the answer holds no JSON object")
-    raise ParseError(f"the answer's JSON does not parse: {errors[0]}")
+    try:
+        return json_object(text)
+    except AnswerRefused as exc:
+        raise ParseError(f"the answer cannot be read: {exc}") from None
 
 
 def extract_code(text: str) -> str:

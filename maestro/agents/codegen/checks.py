@@ -34,12 +34,14 @@ from maestro.agents.codegen.blueprint import (
 from maestro.agents.codegen.conditions import (
     Target,
     View,
+    all_hold,
     cond_holds,
     condition_node,
     env,
     paths_of,
     record_params,
     resolve,
+    shapes,
 )
 from maestro.agents.codegen.data import Database, JSONRecord
 from maestro.agents.codegen.fixtures import (
@@ -52,6 +54,7 @@ from maestro.agents.codegen.fixtures import (
     samples,
 )
 from maestro.domains.expressions import ExpressionError, evaluate, parse, stored, unparse
+from maestro.domains.laws import check_laws, compile_law, mapping_view, near
 
 __all__ = ["FixtureError", "TestDerivationError", "ToolTest", "operation_tests", "untestable"]
 
@@ -480,6 +483,103 @@ def sample_database(bp: Blueprint) -> Database:
                 options = samples(ftype.model_copy(update={"nullable": False}), bp.clock, db)
                 rec[fname] = options[int(key[-1]) % len(options)] if options else None
     return db
+
+
+def effect_law_problems(bp: Blueprint, db: Database) -> list[str]:
+    """Operations whose own effects break a law: each success test's call, done as the
+    blueprint says (its effects put on the prepared records), checked against every law on the
+    records it touches. A law broken only after the call is the blueprint's to fix (a missing
+    check, or an effect that forgets a field)."""
+    if not bp.laws:
+        return []
+    tables = shapes(bp)
+    laws = [compile_law(spec, tables, i) for i, spec in enumerate(bp.laws)]
+    out: list[str] = []
+    for op in bp.operations:
+        if op.tool_kind != "write":
+            continue
+        for t in [*operation_tests(bp, op, db), *_calls_on_the_data(bp, op, db)]:
+            if not t.expect_ok:
+                continue
+            before = _applied(db, t.setup)
+            after, touched = _effects_done(bp, before, t)
+            get, rows = mapping_view(after)
+            check = check_laws(laws, tables, get, rows, bp.clock, only=near(tables, rows, touched))
+            bget, brows = mapping_view(before)
+            old = check_laws(
+                laws, tables, bget, brows, bp.clock, only=near(tables, brows, touched)
+            ).keys()
+            lines = check.lines(only=check.keys() - old)
+            if lines:
+                call = f"{op.name}({', '.join(f'{k}={v!r}' for k, v in t.arguments.items())})"
+                out.append(
+                    f"operation {op.name}: done as the blueprint says ({call}), it leaves "
+                    + "; ".join(lines)
+                    + ": add the check that keeps the law, or the effect it needs"
+                )
+                break
+    return out
+
+
+def _calls_on_the_data(
+    bp: Blueprint, op: Operation, db: Database, most: int = 30
+) -> list[ToolTest]:
+    """Calls the operation accepts on the world as it is: each record parameter set to the
+    records its checks allow (the others as the base fixture has them), kept when every check
+    holds."""
+    try:
+        base = base_fixture(bp, op, db)
+    except FixtureError:
+        return []
+    out = []
+    for param, table in record_params(bp, op).items():
+        for key in sorted(db.get(table, {}))[: most * 4]:
+            args = {**base.args, param: key}
+            if not all_hold(bp, op, list(op.requires), args, db, bp.clock):
+                continue
+            fx = Fixture(bp, op, db, args)
+            try:
+                out.append(_success(bp, op, fx, f"{op.name} on {table}/{key}"))
+            except FixtureError:
+                continue
+            if len(out) >= most:
+                return out
+    return out
+
+
+def _applied(db: Database, setup: tuple[tuple[str, str, dict[str, Any]], ...]) -> Database:
+    out = {t: dict(rows) for t, rows in db.items()}
+    for table, key, fields in setup:
+        out.setdefault(table, {})[key] = {**out.get(table, {}).get(key, {}), **fields}
+    return out
+
+
+def _effects_done(
+    bp: Blueprint, db: Database, t: ToolTest
+) -> tuple[Database, set[tuple[str, str]]]:
+    """The database after a success test's call, made from its expected effects."""
+    out = {table: dict(rows) for table, rows in db.items()}
+    touched: set[tuple[str, str]] = set()
+    new_keys: dict[str, str] = {}
+    for added in t.creates:
+        entity = bp.entity(added.table)
+        key = f"{added.prefix}{9000 + len(new_keys)}"
+        new_keys[added.name] = key
+        out.setdefault(added.table, {})[key] = {
+            entity.key: key,
+            **{f: None for f in entity.fields},
+        }
+        touched.add((added.table, key))
+    for e in t.expect:
+        found = e.key if e.key is not None else new_keys.get(e.new)
+        if found is None:
+            continue
+        key = found
+        record = dict(out.get(e.table, {}).get(key, {}))
+        record[e.field] = e.value
+        out.setdefault(e.table, {})[key] = record
+        touched.add((e.table, key))
+    return out, touched
 
 
 def fixture_problems(bp: Blueprint) -> list[str]:

@@ -167,6 +167,20 @@ def law_problems(bp: Blueprint, db: Database) -> list[str]:
     return check_laws(laws, tables, get, rows, bp.clock).lines()
 
 
+def law_report_lines(bp: Blueprint, db: Database) -> list[str]:
+    """Each law with how many records it was checked on and broken by (the review's view)."""
+    if not bp.laws:
+        return []
+    tables = shapes(bp)
+    laws = [compile_law(spec, tables, i) for i, spec in enumerate(bp.laws)]
+    get, rows = mapping_view(db)
+    report = check_laws(laws, tables, get, rows, bp.clock).report()
+    return [
+        f"{r['says']} [{r['law']}] on {r['table']}: checked on {r['checked']} records, broken by {r['broken']}"
+        for r in report
+    ]
+
+
 def share_problems(bp: Blueprint, db: Database) -> list[str]:
     """Enum fields whose values' shares stray from what the blueprint asks."""
     out = []
@@ -245,3 +259,35 @@ def world_problems(bp: Blueprint, db: Database, limits: DataLimits) -> list[str]
     problems += law_problems(bp, db) + share_problems(bp, db)
     problems += coverage_problems(bp, db, limits)
     return problems
+
+
+def world_sample(
+    bp: Blueprint, db: Database, n: int = 20, seed: int = 0
+) -> dict[str, list[JSONRecord]]:
+    """``n`` records of each table, with the records they refer to (what a reviewer reads)."""
+    import random
+
+    rng = random.Random(seed)
+    chosen: dict[str, dict[str, JSONRecord]] = {}
+    for e in bp.entities:
+        keys = sorted(db.get(e.table, {}))
+        picked = keys if len(keys) <= n else sorted(rng.sample(keys, n))
+        chosen[e.table] = {k: db[e.table][k] for k in picked}
+    grew = True
+    while grew:  # a record added for its referrer brings its own references too
+        grew = False
+        for e in bp.entities:
+            for rec in list(chosen[e.table].values()):
+                for fname, ftype in e.field_types().items():
+                    value = rec.get(fname)
+                    target = chosen.get(ftype.ref or "")
+                    known = db.get(str(ftype.ref), {})
+                    if (
+                        target is not None
+                        and isinstance(value, str)
+                        and value not in target
+                        and value in known
+                    ):
+                        target[value] = known[value]
+                        grew = True
+    return {t: [rows[k] for k in sorted(rows)] for t, rows in chosen.items()}

@@ -19,8 +19,16 @@ from __future__ import annotations
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Blueprint, Operation
-from maestro.agents.codegen.conditions import Target, locate, record_params, resolve
+from maestro.agents.codegen.conditions import (
+    Target,
+    condition_node,
+    locate,
+    record_params,
+    resolve,
+    subject_of,
+)
 from maestro.agents.codegen.refusals import refusal_rules
+from maestro.domains.expressions import Compare, ExpressionError, Member, Path, walk
 from maestro.domains.store import Session
 from maestro.domains.toolgraph import WalkGuide
 
@@ -70,7 +78,7 @@ def parameter_fields(bp: Blueprint, op: Operation) -> dict[str, tuple[str, str]]
     if op.kind in ("lookup", "list"):
         out.update({p: (op.table, p) for p in op.by if p in op.params and p not in named})
     pairs: list[tuple[str, Any, bool]] = [(t, v, True) for t, v in op.sets.items()]
-    pairs += [(c.check, c.value, False) for c in op.requires]
+    pairs += [(c.check, c.value, False) for c in op.requires if not c.is_expression]
     for path, value, effect in pairs:
         param = param_named(op, value)
         if param is None or param in named or param in out or path.startswith("$"):
@@ -78,6 +86,26 @@ def parameter_fields(bp: Blueprint, op: Operation) -> dict[str, tuple[str, str]]
         subject = resolve(bp, op, path, effect=effect)
         if isinstance(subject, Target):
             out[param] = (subject.table, subject.field)
+    # An expression check comparing a parameter with a field: the parameter is of that field.
+    for c in op.requires:
+        if not c.is_expression:
+            continue
+        for n in walk(condition_node(bp, op, c)):
+            if not isinstance(n, Compare | Member):
+                continue
+            sides = [n.left, n.right] if isinstance(n, Compare) else [n.operand, n.options]
+            params = [s for s in sides if isinstance(s, Path) and s.dollar and len(s.parts) == 1]
+            fields = [s for s in sides if isinstance(s, Path) and s not in params]
+            for p in params:
+                name = p.parts[0]
+                if name in named or name in out or not fields:
+                    continue
+                try:
+                    subject = subject_of(bp, op, fields[0])
+                except ExpressionError:
+                    continue
+                if isinstance(subject, Target):
+                    out[name] = (subject.table, subject.field)
     return out
 
 

@@ -504,12 +504,19 @@ def review_messages(
     previous: str | None,
     feedback: str | None,
     task_ids: list[str] | None = None,
+    world: dict[str, list[dict[str, Any]]] | None = None,
+    laws: list[str] | None = None,
 ) -> Messages:
     names = [op.name for op in bp.operations]
     examples = "\n".join(review_examples(names, task_ids))
+    data_lines: list[str] = []
+    for table, rows in (world or {}).items():
+        data_lines.append(f"{table} ({len(rows)} shown):")
+        data_lines += [json.dumps(r, sort_keys=True) for r in rows]
     lines = [
-        f"Check that the policy, tools and tasks of {bp.name} ({bp.description}) agree with each "
-        "other and that the tools let the agent do what the policy and tasks need.",
+        f"Check that the policy, tools, tasks and data of {bp.name} ({bp.description}) agree "
+        "with each other and with the real world, and that the tools let the agent do what the "
+        "policy and tasks need.",
         clock_line(bp.clock),
         "Tables: " + "; ".join(f"{e.table} ({', '.join(e.fields)})" for e in bp.entities),
         f"Policy:\n{policy}",
@@ -517,11 +524,16 @@ def review_messages(
         "Rules the agent upholds by refusing, which the tools deliberately accept (the refusal "
         "tasks test them; do not ask a tool to enforce them):\n"
         + ("\n".join(f"- {r.operation}: {r.rule}" for r in bp.agent_rules) or "- (none)"),
+        "The world's laws, as the host checked them on every record:\n"
+        + ("\n".join(f"- {line}" for line in (laws or [])) or "- (none declared)"),
+        "A sample of the data (records of each table with the records they refer to):\n"
+        + ("\n".join(data_lines) or "(none)"),
         "Tasks (what the customer says, the calls a correct agent makes, or the call it must "
         "refuse):\n" + "\n".join(f"- {t}" for t in tasks),
         'Answer with one JSON object: "verdict" is "ok" when they agree, or "fix" with "stage" '
-        'naming what must change: "blueprint" (an operation is missing or wrong: say which), '
-        '"tools" (one tool\'s code: name it in "tool"), "policy", "tasks" or "data"; "tool" is '
+        'naming what must change: "blueprint" (an operation or a law is missing or wrong: say '
+        'which), "tools" (one tool\'s code: name it in "tool"), "policy", "tasks" or "data" '
+        '(records a person who runs such a business would call wrong: quote one); "tool" is '
         'empty unless the stage is "tools"; "tasks" lists the ids of the tasks at fault when '
         'the stage is "tasks" (they are dropped and replaced; leave it empty to redo them '
         'all) and is empty otherwise; "problem" is one sentence. Examples:',

@@ -28,7 +28,7 @@ from maestro.agents.codegen.guide import parameter_fields
 from maestro.domains.package import Domain
 
 #: Sequences tried, and calls in each, per check.
-EXAMPLES = 40
+EXAMPLES = 25
 STEPS = 6
 #: Values of one parameter kept in its pool.
 POOL = 24

@@ -10,11 +10,11 @@ its parser are one contract, kept in one module (the contract tests parse the sh
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from maestro.agents.structured import AnswerRefused, json_object
 from maestro.domains.package import Domain
 from maestro.domains.walks import Walk, related_records
 
@@ -274,22 +274,13 @@ class DraftError(ValueError):
 
 D = TypeVar("D", bound=BaseModel)
 
-_FENCED = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
-
 
 def parse_draft(text: str | None, model: type[D]) -> D:
     """The JSON object of a model answer as a draft; DraftError naming the problem."""
-    if not text or not text.strip():
-        raise DraftError("empty answer")
-    fenced = _FENCED.search(text)
-    body = fenced.group(1) if fenced else text.strip()
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        raise DraftError("no JSON object in the answer")
     try:
-        data = json.loads(body[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise DraftError(f"invalid JSON: {exc.msg} at position {exc.pos}") from None
+        data = json_object(text)
+    except AnswerRefused as exc:
+        raise DraftError(str(exc)) from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:

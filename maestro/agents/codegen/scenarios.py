@@ -34,6 +34,8 @@ from maestro.agents.codegen.scenario_prompts import (
     walk_prompt,
 )
 from maestro.agents.settings import LLMSettings
+from maestro.agents.structured import StructuredAnswerError, ask_structured
+from maestro.conversation import Completion
 from maestro.domains.library import library_path
 from maestro.domains.loader import load_domain
 from maestro.domains.models import (
@@ -261,48 +263,56 @@ async def _synthesize_one(
         prompt = walk_prompt(domain, group[0], notes)
     fmt = _REFUSAL_FORMAT if refusal else _SCENARIO_FORMAT
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-    problems: list[str] = []
-    for attempt in range(attempts):
-        try:
-            done = await client.complete(
-                messages, episode=episode, seed=attempt, response_format=fmt
-            )
-        except ProviderError as exc:
-            out.usage.calls += 1
-            out.usage.failed_calls += 1
-            out.rejected.append(("provider_error", f"{episode}: {exc}"))
-            return None
+
+    def parse(text: str | None) -> Task:
+        if refusal:
+            return _refusal_task(domain, group, parse_draft(text, RefusalDraft))
+        draft = parse_draft(text, ScenarioDraft)
+        found = grounding_problems(draft, group[0].user_values)
+        if found:
+            raise DraftError("; ".join(found))
+        return _walk_task(domain, group[0], draft)
+
+    def explain(problem: str, done: Completion) -> str:
+        # A small model's answer often stops at its token cap: say so, or it repeats itself.
+        capped = done.completion_tokens >= client.settings.max_tokens
+        if done.finish_reason == "length" or capped:
+            problem += " (it was cut off at the length limit: write less)"
+        return problem
+
+    def retry(problem: str, done: Completion) -> str:
+        return f"That answer cannot be used: {problem}. Answer again with the JSON object only."
+
+    def count(done: Completion) -> None:
         out.usage.calls += 1
         out.usage.prompt_tokens += done.prompt_tokens
         out.usage.completion_tokens += done.completion_tokens
-        text = done.message.content
-        try:
-            if refusal:
-                return _refusal_task(domain, group, parse_draft(text, RefusalDraft))
-            draft = parse_draft(text, ScenarioDraft)
-            found = grounding_problems(draft, group[0].user_values)
-            if found:
-                raise DraftError("; ".join(found))
-            return _walk_task(domain, group[0], draft)
-        except _NoForbidden as exc:
-            out.rejected.append(("no_forbidden_write", f"{episode}: {exc}"))
-            return None
-        except DraftError as exc:
-            # A small model's answer often stops at its token cap: say so, or it repeats itself.
-            cut = " (it was cut off at the length limit: write less)"
-            capped = done.completion_tokens >= client.settings.max_tokens
-            why = f"{exc}{cut if done.finish_reason == 'length' or capped else ''}"
-            problems.append(f"attempt {attempt + 1}: {why}")
-            messages += [
-                {"role": "assistant", "content": text or ""},
-                {
-                    "role": "user",
-                    "content": f"That answer cannot be used: {why}. "
-                    "Answer again with the JSON object only.",
-                },
-            ]
-    out.rejected.append(("malformed_output", f"{episode}: " + "; ".join(problems)))
-    return None
+
+    try:
+        asked = await ask_structured(
+            client,
+            messages,
+            parse,
+            response_format=fmt,
+            episode=episode,
+            attempts=attempts,
+            history="all",
+            retry=retry,
+            explain=explain,
+            on_completion=count,
+        )
+    except ProviderError as exc:
+        out.usage.calls += 1
+        out.usage.failed_calls += 1
+        out.rejected.append(("provider_error", f"{episode}: {exc}"))
+        return None
+    except _NoForbidden as exc:
+        out.rejected.append(("no_forbidden_write", f"{episode}: {exc}"))
+        return None
+    except StructuredAnswerError as exc:
+        out.rejected.append(("malformed_output", f"{episode}: " + "; ".join(exc.problems)))
+        return None
+    return asked.value
 
 
 class _NoForbidden(Exception):

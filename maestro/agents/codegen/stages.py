@@ -31,8 +31,14 @@ from maestro.agents.codegen.answers import (
     unfence,
 )
 from maestro.agents.codegen.blueprint import Blueprint, BlueprintDraft, BlueprintError
-from maestro.agents.codegen.checks import ToolTest, fixture_problems, operation_tests, untestable
-from maestro.agents.codegen.data import Database, world_problems
+from maestro.agents.codegen.checks import (
+    ToolTest,
+    effect_law_problems,
+    fixture_problems,
+    operation_tests,
+    untestable,
+)
+from maestro.agents.codegen.data import Database, law_report_lines, world_problems, world_sample
 from maestro.agents.codegen.example import copies_example
 from maestro.agents.codegen.generator import (
     GeneratorError,
@@ -317,6 +323,10 @@ class SynthesisTeam:
         if problems:
             error = "; ".join(problems)
             return self._failed(state, att, "data", error, attempts=attempts, drafts=drafts)
+        breaches = effect_law_problems(bp, db)
+        if breaches:  # the world keeps the laws; the operations do not: the blueprint's fault
+            error = "; ".join(breaches)
+            return self._failed(state, att, "blueprint", error, attempts=attempts, drafts=drafts)
         manifest = manifest_json(
             bp,
             domain_id=state["domain_id"] or bp.domain_id,
@@ -480,8 +490,17 @@ class SynthesisTeam:
         tasks = [Task.model_validate_json(line) for line in lines]
         ids = [t.id for t in tasks]
         previous, feedback = self._retry(state, "review")
+        db = json.loads(files["db.json"])
         messages = prompts.review_messages(
-            bp, files["policy.md"], tools, [task_line(t) for t in tasks], previous, feedback, ids
+            bp,
+            files["policy.md"],
+            tools,
+            [task_line(t) for t in tasks],
+            previous,
+            feedback,
+            ids,
+            world=world_sample(bp, db, seed=self.config.seed),
+            laws=law_report_lines(bp, db),
         )
         text = await self._ask(state, messages, response_format("review", ReviewAnswer))
         drafts = {**state.get("drafts", {}), "review": text}
