@@ -95,3 +95,50 @@ def test_a_package_without_laws_loads_as_before() -> None:
     domain = load_domain(TOY, trusted=True)
     assert domain.laws == []
     assert domain.check_laws().ok
+
+
+def test_a_law_whose_counts_scan_their_table_stops_at_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from maestro.domains import laws as laws_module
+
+    domain = load_domain(library_path("hotel"), check_gold=False)
+    shapes = table_shapes(domain.tables)
+    scanning = {
+        "id": "scans",
+        "table": "reservations",
+        "holds": "count(reservations where status = 'confirmed') >= 0",
+        "says": "Every record counts the whole table.",
+    }
+    (law,), problems = parse_laws([scanning], shapes)
+    assert problems == []
+    monkeypatch.setattr(laws_module, "READ_BUDGET", 1000)
+    domain.laws = [law]
+    check = domain.check_laws()
+    assert not check.ok and check.broken == {}
+    (error,) = check.errors["scans"]  # said once, not once per record
+    assert "reads more records than its budget allows" in error
+    # Selecting by a reference reads a handful per record: within the same budget.
+    (by_ref,), _ = parse_laws(
+        [
+            {
+                **scanning,
+                "id": "by_ref",
+                "holds": "count(folio_charges where reservation_id = self) >= 0",
+            }
+        ],
+        shapes,
+    )
+    domain.laws = [by_ref]
+    assert domain.check_laws().ok
+
+
+def test_a_count_inside_a_counts_where_is_refused() -> None:
+    domain = load_domain(library_path("hotel"), check_gold=False)
+    nested = {
+        "table": "guests",
+        "holds": "count(reservations where count(folio_charges where reservation_id = self) > 0) >= 0",
+        "says": "x",
+    }
+    _, problems = parse_laws([nested], table_shapes(domain.tables))
+    assert "inside another's where is not allowed" in problems[0].message

@@ -468,5 +468,20 @@ def _aggregate(node: Aggregate, scope: Scope) -> VType:
             )
         out = VType(ftype.base)
     if node.where is not None:
+        if scope.row is not None or any(isinstance(n, Aggregate) for n in _descendants(node.where)):
+            raise ExpressionError(
+                f"{_where(node)}: a count or sum inside another's where is not allowed (its "
+                "cost grows with the square of the table)"
+            )
         _boolean(node.where, replace(scope, row=node.table))
+    return out
+
+
+def _descendants(node: Node) -> list[Node]:
+    out: list[Node] = []
+    stack = list(node.children())
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(n.children())
     return out

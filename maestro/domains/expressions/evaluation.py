@@ -69,6 +69,9 @@ class Env:
     roots: Mapping[str, Any] = field(default_factory=dict)
     row: tuple[str, str] | None = None
     _index: dict[tuple[str, str], dict[Any, list[str]]] = field(default_factory=dict)
+    #: Records the counts and sums may still read, shared by every evaluation on this budget
+    #: (None: unbounded); past it an :class:`EvaluationError`.
+    budget: list[int] | None = None
 
     def key_of(self, root: str) -> Any:
         if root == ROW:
@@ -93,7 +96,17 @@ class Env:
     def within(self, row: tuple[str, str]) -> Env:
         """The environment inside an aggregate's ``where``, on one counted record."""
         scope = replace(self.scope, row=row[0])
-        return Env(scope, self.get, self.rows, self.clock, self.args, self.roots, row, self._index)
+        return Env(
+            scope,
+            self.get,
+            self.rows,
+            self.clock,
+            self.args,
+            self.roots,
+            row,
+            self._index,
+            self.budget,
+        )
 
 
 def read_value(value: Any, vtype: VType) -> Any:
@@ -359,6 +372,13 @@ def _aggregate(node: Aggregate, env: Env) -> Any:
     count, total = 0, 0.0
     whole = True
     for key, rec in rows:
+        if env.budget is not None:
+            env.budget[0] -= 1
+            if env.budget[0] < 0:
+                raise EvaluationError(
+                    f"{unparse(node)!r} reads more records than its budget allows: select "
+                    "the counted records by a reference (field = self, field = $param)"
+                )
         if (
             node.where is not None
             and evaluate(node.where, env.within((node.table, key))) is not True
