@@ -134,6 +134,11 @@ def test_arithmetic_dates_and_counts_mean_what_they_say() -> None:
     assert value("round(2.345, 2)") == 2.35  # half up, as money is rounded
     assert value("min(3, 1.5) + max(2, 4) + abs(-1)") == 6.5
     assert value("rental_id.status in ['returned', 'active']", rental_id="RN1") is True
+    assert value("if(rental_id.status = 'returned', 10, 2.5)", rental_id="RN1") == 10
+    assert value("if(rental_id.status = 'returned', 10, 2.5)", rental_id="RN2") == 2.5
+    assert value("if(rental_id.note = 'x', 1, 2)", rental_id="RN1") is None  # a null condition
+    with pytest.raises(ExpressionError, match="two values of one type"):
+        infer(parse("if(true, 1, 'a')"), OP)
 
 
 def test_a_law_reads_its_own_record_and_what_points_at_it() -> None:

@@ -438,6 +438,19 @@ def _call(node: Call, args: list[VType]) -> VType:
         if n != 2 or not all(a.base == "datetime" for a in args):
             raise bad("two datetimes")
         return VType("float", nullable=nullable)
+    if name == "if":
+        if n != 3 or args[0].base != "bool":
+            raise bad("a condition and two values: if(tier = 1, tier1_copay, tier2_copay)")
+        a, b = args[1], args[2]
+        if a.base == "null":
+            return replace(b, nullable=True)
+        if b.base == "null":
+            return replace(a, nullable=True)
+        if not comparable(a, b, "="):
+            raise bad(f"two values of one type, not a {a.text()} and a {b.text()}")
+        if a.numeric and b.numeric and a.base != b.base:
+            return VType("float", nullable=a.nullable or b.nullable)
+        return replace(a, nullable=a.nullable or b.nullable)
     if name == "date":
         if n != 1 or not (args[0].temporal or args[0].base == "str"):
             raise bad("one date, datetime, or a text holding one (YYYY-MM-DD...)")

@@ -173,6 +173,11 @@ def evaluate(node: Node, env: Env) -> Any:
     if isinstance(node, Logic):
         return _logic(node, env)
     if isinstance(node, Call):
+        if node.name == "if":
+            cond = evaluate(node.args[0], env)
+            if cond is None:
+                return None
+            return evaluate(node.args[1] if cond else node.args[2], env)
         return _call(node, [evaluate(a, env) for a in node.args])
     if isinstance(node, Aggregate):
         return _aggregate(node, env)

@@ -45,6 +45,7 @@ FUNCTIONS = (
     "hours_between",
     "date",
     "datetime",
+    "if",
 )
 AGGREGATES = ("count", "sum")
 KEYWORDS = frozenset(
