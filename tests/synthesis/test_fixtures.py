@@ -143,3 +143,111 @@ def test_every_ticketing_operation_derives_consistent_tests(name: str) -> None:
     db = same_category_db(bp)
     tests = operation_tests(bp, bp.operation(name), db)  # raises TestDerivationError if not
     assert tests
+
+
+RENTAL: dict[str, object] = {
+    "domain_id": "rentals",
+    "name": "Rentals",
+    "description": "A car rental desk.",
+    "entities": [
+        {
+            "name": "Customer",
+            "table": "customers",
+            "key": "customer_id",
+            "prefix": "CU",
+            "fields": {"email": "str", "license_expires": "date:-1y..+5y"},
+        },
+        {
+            "name": "Reservation",
+            "table": "reservations",
+            "key": "reservation_id",
+            "prefix": "RS",
+            "fields": {
+                "customer_id": "ref:customers",
+                "pickup_at": "datetime:-40d..+45d",
+                "return_at": "datetime:-39d..+75d",
+                "status": "enum:reserved|picked_up|completed",
+            },
+        },
+    ],
+    "operations": [
+        {
+            "name": "find_customer",
+            "kind": "lookup",
+            "table": "customers",
+            "description": "Find.",
+            "by": ["email"],
+        },
+        {
+            "name": "get_reservation",
+            "kind": "read",
+            "table": "reservations",
+            "description": "Show.",
+            "params": {"reservation_id": "str"},
+        },
+        {
+            "name": "list_reservations",
+            "kind": "list",
+            "table": "reservations",
+            "description": "List.",
+            "by": ["customer_id"],
+        },
+        {
+            "name": "get_customer",
+            "kind": "read",
+            "table": "customers",
+            "description": "Show.",
+            "params": {"customer_id": "str"},
+        },
+        {
+            "name": "extend_reservation",
+            "kind": "update",
+            "table": "reservations",
+            "description": "Move the return later.",
+            "params": {"reservation_id": "str", "new_return_at": "datetime"},
+            "requires": [
+                {"check": "status in ['reserved', 'picked_up']"},
+                {"check": "return_at >= now"},
+                {"check": "date($new_return_at) > date(return_at)"},
+                {"check": "days_between(date(pickup_at), date($new_return_at)) <= 30"},
+                {"check": "customer_id.license_expires >= date($new_return_at)"},
+            ],
+            "sets": {"return_at": "$new_return_at"},
+        },
+    ],
+    "rules": ["Verify the customer by email."],
+    "agent_rules": [
+        {
+            "operation": "extend_reservation",
+            "rule": "An extension of more than 7 days at once is arranged at the branch.",
+            "refuse_when": [{"check": "days_between(date(return_at), date($new_return_at)) > 7"}],
+        },
+    ],
+}
+
+
+def test_values_that_must_move_together_are_found_together() -> None:
+    """A capable model's rental blueprint was refused because its agent rule (an extension of
+    more than 7 days) seemed never to apply: meeting it moves the new return date, which breaks
+    the 30-day limit unless the pickup moves with it."""
+    bp = parse_blueprint(RENTAL, clock=SynthesisConfig().clock)
+    db = sample_database(bp)
+    tests = operation_tests(bp, bp.operation("extend_reservation"), db)
+    rule = next(t for t in tests if t.applies)
+    state = prepared(db, rule.setup)
+    res = state.get("reservations", rule.arguments["reservation_id"]) or {}
+    new = rule.arguments["new_return_at"][:10]
+    from datetime import date
+
+    gap = (date.fromisoformat(new) - date.fromisoformat(res["return_at"][:10])).days
+    span = (date.fromisoformat(new) - date.fromisoformat(res["pickup_at"][:10])).days
+    assert gap > 7 and span <= 30
+    assert contradictions(bp, bp.operation("extend_reservation"), db, tests) == []
+    # And the boundary of a limit read by the day is found to the day.
+    success = next(t for t in tests if t.expect_ok and not t.applies and not t.lifted)
+    state = prepared(db, success.setup)
+    res = state.get("reservations", success.arguments["reservation_id"]) or {}
+    assert (
+        date.fromisoformat(success.arguments["new_return_at"][:10])
+        - date.fromisoformat(res["pickup_at"][:10])
+    ).days == 30

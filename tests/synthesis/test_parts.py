@@ -408,3 +408,26 @@ def test_a_codegen_endpoint_set_by_one_variable_keeps_the_codegen_token_budget(
     assert load_llm_settings().codegen.max_tokens == 3000
     # The embedded model keeps its own, smaller cap for the roles it serves.
     assert settings.embedded.codegen_max_tokens < settings.codegen.max_tokens
+
+
+def test_a_nullable_value_fits_a_required_field_once_a_check_requires_it() -> None:
+    data = blueprint()
+    transfer = op(data, "request_transfer")
+    transfer["sets"] = {
+        "transfer_sailing_id": "$new_sailing_id",
+        "seat_note": "$booking_id.seat_note",
+    }
+    data["entities"][2]["fields"]["seat_note"] = "str?"
+    bp = parse_blueprint(data, clock=CLOCK)  # a nullable value into a nullable field
+    assert bp.operation("request_transfer").sets["seat_note"] == "$booking_id.seat_note"
+    add = op(data, "add_vehicle")
+    add["sets"] = {
+        "vehicle": True,
+        "fare_paid": {"expr": "fare_paid + coalesce(transfer_sailing_id.fare, 0)"},
+    }
+    parse_blueprint(data, clock=CLOCK)  # coalesce makes it a number
+    add["sets"] = {"vehicle": True, "fare_paid": {"expr": "fare_paid + transfer_sailing_id.fare"}}
+    with pytest.raises(BlueprintError, match="because it may be null: require the nullable value"):
+        parse_blueprint(data, clock=CLOCK)
+    add["requires"].append({"check": "transfer_sailing_id is not null"})
+    parse_blueprint(data, clock=CLOCK)  # required set, so never null in the effect

@@ -282,7 +282,7 @@ def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
     tests += _unknown_key_tests(bp, op, base)
     for rule in bp.agent_rules_of(op.name):
         try:
-            fx = meet(base.copy(), op.requires + rule.refuse_when, boundary=False)
+            fx = meet(base_fixture(bp, op, db), op.requires + rule.refuse_when, boundary=False)
         except FixtureError:
             raise FixtureError(
                 f"{op.name}: the agent rule {rule.rule!r} can never apply to a call the tool "

@@ -564,9 +564,27 @@ def _gap(atom: Node, fx: Fixture) -> float | None:
     return a - b
 
 
+#: Spans (in the pivot's units: a number, a day, a minute) the turning point is looked for
+#: with: a datetime read through date() or days_between() moves only by the day.
+_SPANS = {"int": (10.0, 1000.0), "float": (10.0, 1000.0), "date": (10.0, 400.0),
+          "datetime": (10.0, 1440.0, 43200.0)}  # fmt: skip
+
+
+def _holds_at(atom: Node, trial: _Trial, ftype: FieldType, x: float) -> bool | None:
+    fx = trial.put(_from_axis(x, ftype))
+    if fx is None:
+        return None
+    try:
+        return evaluate(atom, fx.env()) is True
+    except ExpressionError:
+        return None
+
+
 def _root(atom: Node, trial: _Trial, ftype: FieldType) -> float | None:
     """Where an ordered comparison turns, as a value of the pivot on its axis (None when the
-    comparison does not move with the pivot)."""
+    comparison does not move with the pivot): the two sides are evaluated at two values of the
+    pivot, wider apart until they move (a datetime read by the day moves only by the day), and
+    the exact turn on the pivot's grid is then found by halving."""
     start = _on_axis(stored(trial.current()), ftype)
     if start is None:
         start = (
@@ -574,20 +592,49 @@ def _root(atom: Node, trial: _Trial, ftype: FieldType) -> float | None:
         )
     if start is None:
         return None
-    span = 10.0
-    points = []
-    for x in (start, start + span):
-        fx = trial.put(_from_axis(x, ftype))
-        if fx is None:
-            return None
-        g = _gap(atom, fx)
-        if g is None:
-            return None
-        points.append(g)
-    slope = (points[1] - points[0]) / span
-    if slope == 0 or not math.isfinite(slope):
-        return None
-    return start - points[0] / slope
+    for span in _SPANS.get(ftype.base, (10.0,)):
+        points = []
+        for x in (start, start + span):
+            fx = trial.put(_from_axis(x, ftype))
+            if fx is None:
+                return None
+            g = _gap(atom, fx)
+            if g is None:
+                return None
+            points.append(g)
+        slope = (points[1] - points[0]) / span
+        if slope != 0 and math.isfinite(slope):
+            guess = start - points[0] / slope
+            return _refined(atom, trial, ftype, guess, span)
+    return None
+
+
+def _refined(atom: Node, trial: _Trial, ftype: FieldType, guess: float, span: float) -> float:
+    """The grid value nearest ``guess`` where the atom's truth changes (halving between a value
+    where it holds and one where it does not), or ``guess`` when none is found nearby."""
+    step = _step(ftype)
+    here = _holds_at(atom, trial, ftype, guess)
+    if here is None:
+        return guess
+    for k in (1, 2, 4):
+        for other in (guess + k * span, guess - k * span):
+            there = _holds_at(atom, trial, ftype, other)
+            if there is None or there == here:
+                continue
+            lo, hi = (guess, other) if guess < other else (other, guess)
+            lo_holds = _holds_at(atom, trial, ftype, lo)
+            for _ in range(40):
+                if hi - lo <= step:
+                    break
+                mid = math.floor((lo + hi) / 2 / step) * step
+                if mid <= lo or mid >= hi:
+                    break
+                if _holds_at(atom, trial, ftype, mid) == lo_holds:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo  # lo and lo + one step straddle the turn: the candidates take both
+    return guess
 
 
 def candidates(
@@ -764,7 +811,71 @@ def _meet_node(
             if ok and all(cond_holds(bp, op, c, te) for c in done):
                 used.add(_pivot_key(trial, pivot))
                 return trial
-    return fx if already else None
+    if already:
+        return fx
+    return _repair(fx, atom, done, pivots)
+
+
+def _repair(fx: Fixture, atom: Node, done: list[Condition], pivots: list[Pivot]) -> Fixture | None:
+    """Meet ``atom`` by moving one pivot even where that breaks checks already met, then meet
+    those again with the other values they read (the moved pivot held): two values that must
+    move together (a later return date and the later pickup that keeps a 30-day limit)."""
+    bp, op = fx.bp, fx.op
+    for pivot in pivots:
+        values, _ = candidates(bp, op, fx, atom, pivot)
+        for v in values[:12]:
+            trial = _Trial(fx, pivot).put(v)
+            if trial is None:
+                continue
+            try:
+                if evaluate(atom, trial.env()) is not True:
+                    continue
+            except ExpressionError:
+                continue
+            frozen = {pivot.text}
+            fixed = _remeet(trial, atom, done, frozen)
+            if fixed is not None:
+                return fixed
+    return None
+
+
+def _remeet(fx: Fixture, atom: Node, done: list[Condition], frozen: set[str]) -> Fixture | None:
+    bp, op = fx.bp, fx.op
+    for _ in range(len(done) + 1):
+        e = fx.env()
+        broken = [c for c in done if not cond_holds(bp, op, c, e)]
+        if not broken:
+            return fx
+        cond = broken[0]
+        node = condition_node(bp, op, cond)
+        moved = None
+        for part in atoms(node):
+            for pivot in leaves(bp, op, part):
+                if pivot.text in frozen:
+                    continue
+                values, _ = candidates(bp, op, fx, part, pivot)
+                for v in values:
+                    trial = _Trial(fx, pivot).put(v)
+                    if trial is None:
+                        continue
+                    te = trial.env()
+                    try:
+                        if evaluate(atom, te) is not True:
+                            continue
+                    except ExpressionError:
+                        continue
+                    if cond_holds(bp, op, cond, te):
+                        moved = trial
+                        frozen = frozen | {pivot.text}
+                        break
+                if moved is not None:
+                    break
+            if moved is not None:
+                break
+        if moved is None:
+            return None
+        fx = moved
+    return fx if all(cond_holds(bp, op, c, fx.env()) for c in done) else None
 
 
 def _pivot_key(fx: Fixture, pivot: Pivot) -> str:

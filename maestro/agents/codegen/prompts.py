@@ -84,7 +84,8 @@ BLUEPRINT_LANGUAGE = """The language:
   order_id.status a field of the record order_id names; booking_id.sailing_id.departs_at
   follows a reference; a bare field is the operation's own record); constants ('text', 12,
   9.5, true, false, null); today and now; + - * / and round(x, 2), min(a, b), max(a, b),
-  abs(x), if(condition, a, b) (a when the condition holds, else b); dates: pickup_at + days(3), now - hours(2), days_between(a, b), hours_between(a, b),
+  abs(x), if(condition, a, b) (a when the condition holds, else b), coalesce(x, 0) (x, or 0
+  when x is null); dates: pickup_at + days(3), now - hours(2), days_between(a, b), hours_between(a, b),
   date(datetime); comparisons = != < <= > >= and x in ['a', 'b'], x not in [...], x is null,
   x is not null; and, or, not; count(<table> where <condition>) and sum(<table>.<field>
   where <condition>) over the records of a table (inside the where, a bare name is a field of
@@ -319,7 +320,7 @@ EXPRESSIONS_MEAN = (
     "c holds (a bare name inside is a field of the counted record), round(x, 2) rounds half up, "
     "days_between(a, b) is the number of days from a's date to b's, hours_between(a, b) the "
     "hours from a to b, days(n) and hours(n) move a date, if(c, a, b) is a when c holds and b "
-    "otherwise, a null makes a comparison fail."
+    "otherwise, coalesce(x, y) is x unless it is null, a null makes a comparison fail."
 )
 
 

@@ -5,6 +5,7 @@ every parameter is used. Each problem is a sentence the blueprint stage's next a
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from maestro.agents.codegen.blueprint import (
@@ -25,6 +26,7 @@ from maestro.agents.codegen.conditions import (
     NUMERIC_TESTS,
     ParamRef,
     Subject,
+    condition_node,
     expression_problem,
     op_scope,
     params_of,
@@ -36,9 +38,11 @@ from maestro.agents.codegen.conditions import (
 from maestro.domains.expressions import (
     ExpressionError,
     Path,
+    Scope,
     VType,
     infer,
     parse,
+    resolve_path,
     walk,
 )
 from maestro.domains.laws import compile_law
@@ -233,7 +237,7 @@ def _computed_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, text:
     fit the field it writes."""
     try:
         node = parse(text)
-        scope = op_scope(bp, op, effect=True)
+        scope = narrowed(bp, op, op_scope(bp, op, effect=True))
         for n in walk(node):
             if isinstance(n, Path) and not n.dollar and n.parts[0] in op.new_records():
                 raise ValueError(
@@ -244,14 +248,50 @@ def _computed_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, text:
     except ExpressionError as exc:
         raise ValueError(str(exc)) from None
     if not _vfits(got, vtype(ftype)):
-        raise ValueError(
-            f"{text!r} is a {got.text()}, which does not fit a {_type_name(ftype)}"
-            + (
-                " (round(x) gives a whole number)"
-                if ftype.base == "int" and got.base == "float"
-                else ""
+        hint = ""
+        if ftype.base == "int" and got.base == "float":
+            hint = " (round(x) gives a whole number)"
+        elif got.nullable and not ftype.nullable and _vfits(got.plain(), vtype(ftype)):
+            hint = (
+                " because it may be null: require the nullable value is not null in 'requires', "
+                "or write coalesce(x, 0)"
             )
+        raise ValueError(
+            f"{text!r} is a {got.text()}, which does not fit a {_type_name(ftype)}{hint}"
         )
+
+
+def narrowed(bp: BlueprintDraft, op: Operation, scope: Scope) -> Scope:
+    """The scope with the fields the operation requires to be set (``x is not null`` among its
+    checks, unconditionally) typed as never null: its effects may rely on them."""
+    from dataclasses import replace as copy_with
+
+    from maestro.domains.expressions import IsNull, TableShape, conjuncts
+
+    sure: dict[str, set[str]] = {}
+    for cond in op.requires:
+        if cond.when is not None:
+            continue
+        try:
+            node = condition_node(bp, op, cond)
+        except ExpressionError:
+            continue
+        for part in conjuncts(node):
+            if isinstance(part, IsNull) and part.negated and isinstance(part.operand, Path):
+                try:
+                    r = resolve_path(part.operand, scope)
+                except ExpressionError:
+                    continue
+                if r.kind == "field" and r.field is not None:
+                    sure.setdefault(r.table, set()).add(r.field)
+    if not sure:
+        return scope
+    tables = dict(scope.tables)
+    for table, names in sure.items():
+        shape = tables[table]
+        fields = {f: (t.plain() if f in names else t) for f, t in shape.fields.items()}
+        tables[table] = TableShape(shape.name, shape.key, fields)
+    return copy_with(scope, tables=tables)
 
 
 def _vfits(src: VType, dst: VType) -> bool:
@@ -313,10 +353,43 @@ def value_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, value: Se
             return
         source = resolve(bp, op, value[1:] if "." in value else value)
         if not fits(bp, op, source, ftype):
-            raise ValueError(f"{value!r} ({_type_text(source)}) does not fit a {_type_name(ftype)}")
+            hint = ""
+            if source.ftype.nullable and not ftype.nullable:
+                hint = (
+                    ": it may be null; require it is not null in 'requires' "
+                    f'({{"check": "{value[1:]} is not null"}}), or make the field nullable'
+                )
+                plain = replace(source, ftype=source.ftype.model_copy(update={"nullable": False}))
+                if _required(bp, op, value[1:]) and fits(bp, op, plain, ftype):
+                    return
+            raise ValueError(
+                f"{value!r} ({_type_text(source)}{'?' if source.ftype.nullable else ''}) does not "
+                f"fit a {_type_name(ftype)}{hint}"
+            )
         return
     if not ftype.accepts(value):
         raise ValueError(f"{value!r} is not a {_type_name(ftype)} value")
+
+
+def _required(bp: BlueprintDraft, op: Operation, path: str) -> bool:
+    """Whether the operation requires ``path is not null`` unconditionally."""
+    from maestro.domains.expressions import IsNull, conjuncts, unparse
+
+    for cond in op.requires:
+        if cond.when is not None:
+            continue
+        try:
+            node = condition_node(bp, op, cond)
+        except ExpressionError:
+            continue
+        for part in conjuncts(node):
+            if (
+                isinstance(part, IsNull)
+                and part.negated
+                and unparse(part.operand).lstrip("$") == path
+            ):
+                return True
+    return False
 
 
 def fits(bp: BlueprintDraft, op: Operation, source: Subject, dst: FieldType) -> bool:

@@ -451,6 +451,17 @@ def _call(node: Call, args: list[VType]) -> VType:
         if a.numeric and b.numeric and a.base != b.base:
             return VType("float", nullable=a.nullable or b.nullable)
         return replace(a, nullable=a.nullable or b.nullable)
+    if name == "coalesce":
+        if n < 2:
+            raise bad("two or more values: coalesce(fuel_out, 0)")
+        known = [a for a in args if a.base != "null"]
+        first = known[0] if known else args[0]
+        for other in known[1:]:
+            if not comparable(first, other, "="):
+                raise bad(f"values of one type, not a {first.text()} and a {other.text()}")
+        whole = all(a.base == "int" for a in known)
+        base = first.base if not all(a.numeric for a in known) else ("int" if whole else "float")
+        return replace(first, base=base, nullable=args[-1].nullable)
     if name == "date":
         if n != 1 or not (args[0].temporal or args[0].base == "str"):
             raise bad("one date, datetime, or a text holding one (YYYY-MM-DD...)")

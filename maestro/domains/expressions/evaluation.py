@@ -173,6 +173,12 @@ def evaluate(node: Node, env: Env) -> Any:
     if isinstance(node, Logic):
         return _logic(node, env)
     if isinstance(node, Call):
+        if node.name == "coalesce":
+            for arg in node.args:
+                v = evaluate(arg, env)
+                if v is not None:
+                    return v
+            return None
         if node.name == "if":
             cond = evaluate(node.args[0], env)
             if cond is None:

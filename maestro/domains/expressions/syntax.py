@@ -46,6 +46,7 @@ FUNCTIONS = (
     "date",
     "datetime",
     "if",
+    "coalesce",
 )
 AGGREGATES = ("count", "sum")
 KEYWORDS = frozenset(
