@@ -431,3 +431,32 @@ def test_a_nullable_value_fits_a_required_field_once_a_check_requires_it() -> No
         parse_blueprint(data, clock=CLOCK)
     add["requires"].append({"check": "transfer_sailing_id is not null"})
     parse_blueprint(data, clock=CLOCK)  # required set, so never null in the effect
+
+
+def test_a_fee_that_divides_by_zero_at_a_boundary_is_a_located_problem() -> None:
+    data = blueprint()
+    book = op(data, "book_sailing")
+    book["requires"] = [c for c in book["requires"] if "seats_left" not in c["check"]]
+    book["requires"].append({"check": "sailing_id.seats_left >= 0"})
+    book["sets"]["new.fare_paid"] = {
+        "expr": "round(sailing_id.fare * 100 / sailing_id.seats_left, 2)"
+    }
+    with pytest.raises(BlueprintError, match=r"division by zero in '.*sailing_id.seats_left'"):
+        bp = parse_blueprint(data, clock=CLOCK)
+        problems = fixture_problems(bp)
+        if problems:
+            raise BlueprintError("; ".join(problems))
+
+
+def test_a_law_no_record_can_keep_is_reported_with_every_record() -> None:
+    from maestro.agents.codegen.data import law_problems
+    from maestro.agents.codegen.state import SynthesisConfig
+
+    data = blueprint()
+    data["laws"] = [
+        {"table": "sailings", "holds": "seats_left < 0 and seats_left > 0", "says": "Impossible."}
+    ]
+    bp = parse_blueprint(data, clock=CLOCK)
+    db = json.loads(team.package_files("impossible", SynthesisConfig())["db.json"])
+    (line,) = law_problems(bp, db)
+    assert "(Impossible.: seats_left < 0 and seats_left > 0) is broken by 100 of 100" in line
