@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -506,7 +507,15 @@ def _value(
     related = _related(scope, p)
     if p.fresh:
         # What the conversation's records hold there is what the write would change nothing to.
-        pool = [v for v in (list(p.choices) or _column_values(scope, p)) if v not in related]
+        column = _column_values(scope, p)
+        if not p.choices and _identifying(column):
+            # An email, a phone, a member number: another person's is no new value of one's own
+            # (a capable reviewer flagged a customer "changing" their email to a neighbour's).
+            own = next((v for v in related if isinstance(v, str)), None)
+            made = _fresh_variant(own, set(column), rng) if own is not None else None
+            if made is not None:
+                return made
+        pool = [v for v in (list(p.choices) or column) if v not in related]
         if pool:
             return rng.choice(pool)
     if p.table and p.name != scope.domain.tables[p.table].key_field:
@@ -536,6 +545,33 @@ def _value(
         return rng.randint(1, 3) if p.scalar == "int" else float(rng.randint(1, 3))
     if p.scalar == "str":
         return rng.choice(FREE_TEXT)
+    return None
+
+
+def _identifying(values: list[Any]) -> bool:
+    """Whether a field's values name their records (nearly all distinct texts)."""
+    texts = [v for v in values if isinstance(v, str)]
+    return len(texts) >= 5 and len(set(texts)) >= 0.9 * len(texts)
+
+
+def _fresh_variant(own: str, taken: set[Any], rng: random.Random) -> str | None:
+    """A value of the same shape as the customer's own that nobody holds: an email with a
+    number added to its name, a number with its last digits changed."""
+    for _ in range(20):
+        if "@" in own:
+            local, _, host = own.partition("@")
+            local = re.sub(r"[0-9]+$", "", local)
+            made = f"{local}{rng.randint(2, 98)}@{host}"
+        elif sum(ch.isdigit() for ch in own) >= 4:
+            chars = list(own)
+            digits = [i for i, ch in enumerate(chars) if ch.isdigit()][-4:]
+            for i in digits:
+                chars[i] = str(rng.randint(0, 9))
+            made = "".join(chars)
+        else:
+            return None
+        if made not in taken and made != own:
+            return made
     return None
 
 

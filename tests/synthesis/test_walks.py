@@ -75,10 +75,18 @@ def assert_a_person_would_ask(domain: Domain, task: Task) -> None:
     identity = {"email": person["email"], "date_of_birth": person["date_of_birth"]}
     # 6: a parameter that fills a field takes that field's values (a seat note is never a
     # refund's reason), and a lookup's the record's own.
+    # An identifying field (a phone, an email) takes a new value of the customer's own shape
+    # that nobody holds, never another customer's.
+    from maestro.domains.toolgraph import _identifying
+
     for a in calls:
+        fresh = guide.fresh.get(a.name, frozenset())
         for param, (table, field) in parameter_fields(bp, bp.operation(a.name)).items():
-            values = {r[field] for r in session.scan(table)}
-            assert a.arguments[param] in values, (task.id, a.name, param, a.arguments[param])
+            column = [r[field] for r in session.scan(table) if r.get(field) is not None]
+            if param in fresh and _identifying(column):
+                assert a.arguments[param] not in set(column), (task.id, a.name, param)
+                continue
+            assert a.arguments[param] in set(column), (task.id, a.name, param, a.arguments[param])
     if task.category == "refusal":
         # 4: the customer gives their own identity, and the rule forbids the call right now.
         known = task.user_scenario.instructions.known_info or ""
@@ -198,3 +206,22 @@ def test_walks_spread_over_requests_before_repeating_one(ferry: Domain, seed: in
         ferry, graph, 4, seed=seed, guide=guide, tools=["add_vehicle"], max_writes=1
     )
     assert len(again) == 4 and len({walk_request(ferry, graph, w) for w in again}) == 1
+
+
+def test_a_new_email_or_phone_is_no_other_customers() -> None:
+    """A capable reviewer found customers "changing" their email to another patient's: a new
+    value of an identifying field is made from the customer's own, and nobody holds it."""
+    import random
+
+    from maestro.domains.toolgraph import _fresh_variant, _identifying
+
+    taken = {"maria.okafor@gmail.com", "maria.okafor27@gmail.com", "617-482-3391", "617-482-0000"}
+    rng = random.Random(3)
+    email = _fresh_variant("maria.okafor@gmail.com", taken, rng)
+    assert email is not None and email not in taken
+    assert email.startswith("maria.okafor") and email.endswith("@gmail.com")
+    phone = _fresh_variant("617-482-3391", taken, rng)
+    assert phone is not None and phone not in taken and phone.startswith("617-482-")
+    assert _fresh_variant("Harbour View", taken, rng) is None  # no shape to vary
+    assert _identifying(["a@x.com", "b@x.com", "c@x.com", "d@x.com", "e@x.com"])
+    assert not _identifying(["open", "open", "closed", "open", "closed"])
