@@ -358,3 +358,128 @@ def test_a_tool_that_breaks_a_law_fails_its_test_naming_the_law(
     finally:
         (root / "db.json").write_text(db_json(db), encoding="utf-8")
         (root / "laws.json").unlink()
+
+
+BANK: dict[str, Any] = {
+    "domain_id": "card_disputes",
+    "name": "Disputes desk",
+    "description": "A card issuer's dispute desk.",
+    "entities": [
+        {
+            "name": "Account",
+            "table": "accounts",
+            "key": "account_id",
+            "prefix": "AC",
+            "fields": {"email": "str", "disputed_amount": "float:0..10000"},
+        },
+        {
+            "name": "Dispute",
+            "table": "disputes",
+            "key": "dispute_id",
+            "prefix": "DP",
+            "fields": {
+                "account_id": "ref:accounts",
+                "amount": "float:1..5000",
+                "status": "enum:open|withdrawn",
+            },
+        },
+    ],
+    "operations": [
+        {
+            "name": "find_account",
+            "kind": "lookup",
+            "table": "accounts",
+            "description": "Find.",
+            "by": ["email"],
+        },
+        {
+            "name": "get_dispute",
+            "kind": "read",
+            "table": "disputes",
+            "description": "Show.",
+            "params": {"dispute_id": "str"},
+        },
+        {
+            "name": "list_disputes",
+            "kind": "list",
+            "table": "disputes",
+            "description": "List.",
+            "by": ["account_id"],
+        },
+        {
+            "name": "get_account",
+            "kind": "read",
+            "table": "accounts",
+            "description": "Show.",
+            "params": {"account_id": "str"},
+        },
+        {
+            "name": "withdraw_dispute",
+            "kind": "update",
+            "table": "disputes",
+            "description": "Withdraw an open dispute: its amount leaves the hold.",
+            "params": {"dispute_id": "str"},
+            "requires": [{"check": "status = 'open'"}],
+            "sets": {"status": "withdrawn", "account_id.disputed_amount": {"subtract": "amount"}},
+        },
+    ],
+    "rules": ["Verify the account holder by email."],
+    "laws": [
+        {"table": "accounts", "holds": "disputed_amount >= 0", "says": "A hold is never negative."}
+    ],
+}
+WITHDRAW = """def withdraw_dispute(db, dispute_id):
+    dispute = db.require("disputes", dispute_id)
+    if dispute["status"] != "open":
+        raise ToolError("the dispute is not open")
+    account = db.require("accounts", dispute["account_id"])
+    db.update("accounts", account["account_id"], disputed_amount=round(account["disputed_amount"] - dispute["amount"], 2))
+    return db.update("disputes", dispute_id, status="withdrawn")"""
+
+
+def test_a_law_broken_on_a_prepared_state_the_blueprint_itself_breaks_is_not_the_tools(
+    tmp_path: Path,
+) -> None:
+    """A capable model's card desk was rejected: the success test opened a withdrawn dispute
+    whose amount was in no hold, so subtracting it (as the blueprint says) made the hold
+    negative, and the tool was blamed for the law whichever way it was written."""
+    bp = parse_blueprint(BANK, clock=CLOCK)
+    db = {
+        "accounts": {
+            "AC1001": {"account_id": "AC1001", "email": "a@b.com", "disputed_amount": 0.0}
+        },
+        "disputes": {
+            "DP1001": {
+                "dispute_id": "DP1001",
+                "account_id": "AC1001",
+                "amount": 25.0,
+                "status": "withdrawn",
+            }
+        },
+    }
+    tests = operation_tests(bp, bp.operation("withdraw_dispute"), db)
+    success = next(t for t in tests if t.expect_ok)
+    assert success.keeps_laws is False  # the blueprint's own subtraction breaks the law here
+    files = {
+        "models.py": models_source(bp),
+        "db.json": db_json(db),
+        "laws.json": laws_json(bp),
+        "domain.json": manifest_json(bp, domain_id="card_disputes", synthesis_id="t", run_id=None),
+        "policy.md": "# Policy\n1. Verify.\n",
+        "tasks.jsonl": "",
+    }
+    functions = {
+        "find_account": READS["find_customer"]
+        .replace("find_customer", "find_account")
+        .replace("customers", "accounts"),
+        "get_dispute": "def get_dispute(db, dispute_id):\n    return db.require('disputes', dispute_id)",
+        "list_disputes": "def list_disputes(db, account_id):\n    db.require('accounts', account_id)\n    return db.find('disputes', account_id=account_id)",
+        "get_account": "def get_account(db, account_id):\n    return db.require('accounts', account_id)",
+        "withdraw_dispute": WITHDRAW,
+    }
+    code = {op.name: normalise_tool(bp, op, functions[op.name]) for op in bp.operations}
+    files["tools.py"] = tools_source(bp, code)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    with load_sandboxed_domain(tmp_path, check_gold=False) as domain:
+        assert run_tests(domain, tests) == []

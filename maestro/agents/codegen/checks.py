@@ -18,7 +18,7 @@ The tests run wherever the given domain runs its tools: the synthesis passes a s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from maestro.agents.codegen.conditions import (
     Target,
     View,
     all_hold,
+    blueprint_laws,
     cond_holds,
     condition_node,
     env,
@@ -54,7 +55,7 @@ from maestro.agents.codegen.fixtures import (
     samples,
 )
 from maestro.domains.expressions import ExpressionError, evaluate, parse, stored, unparse
-from maestro.domains.laws import check_laws, compile_law, mapping_view, near
+from maestro.domains.laws import check_laws, mapping_view, near
 
 __all__ = ["FixtureError", "TestDerivationError", "ToolTest", "operation_tests", "untestable"]
 
@@ -122,6 +123,10 @@ class ToolTest:
     breaks: Condition | None = None
     #: The check whose ``when`` does not hold here (so the call succeeds though it fails).
     lifted: Condition | None = None
+    #: Whether the blueprint's own effects keep every law on these prepared records: only then
+    #: is a law broken after the call the tool's fault (a prepared record may be a state no law
+    #: allows, such as a dispute opened without its hold).
+    keeps_laws: bool = True
 
 
 # ----- the tests --------------------------------------------------------------------------------
@@ -303,7 +308,33 @@ def _write_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
             f"{op.name}: the derived tests contradict the operation's checks (a fault of the "
             "test derivation, not of the blueprint or the code): " + "; ".join(problems)
         )
-    return tests
+    return [
+        t if not t.expect_ok or _laws_kept(bp, db, t) else replace(t, keeps_laws=False)
+        for t in tests
+    ]
+
+
+def _laws_kept(bp: Blueprint, db: Database, t: ToolTest) -> bool:
+    """Whether the call, done as the blueprint says on the test's prepared records, breaks no
+    law that held before it."""
+    return not _new_breaches(bp, db, t)
+
+
+def _new_breaches(bp: Blueprint, db: Database, t: ToolTest) -> list[str]:
+    if not bp.laws:
+        return []
+    tables = shapes(bp)
+    laws = blueprint_laws(bp)
+    before = _applied(db, t.setup)
+    after, touched = _effects_done(bp, before, t)
+    get, rows = mapping_view(after)
+    # One neighbourhood for both states (the new records' own exist only after): a law
+    # the prepared records broke already is not the call's.
+    around = near(tables, rows, touched)
+    check = check_laws(laws, tables, get, rows, bp.clock, only=around)
+    bget, brows = mapping_view(before)
+    old = check_laws(laws, tables, bget, brows, bp.clock, only=around).keys()
+    return check.lines(only=check.keys() - old)
 
 
 def _shown(value: Any) -> str:
@@ -488,12 +519,10 @@ def sample_database(bp: Blueprint) -> Database:
 def effect_law_problems(bp: Blueprint, db: Database) -> list[str]:
     """Operations whose own effects break a law: each call the operation accepts on the world's
     records (up to 30), done as the blueprint says (its effects put on those records), checked
-    against every law on the records it touches. A law broken only after the call is the blueprint's to fix (a missing
-    check, or an effect that forgets a field)."""
+    against every law on the records it touches. A law broken only after the call is the
+    blueprint's to fix (a missing check, or an effect that forgets a field)."""
     if not bp.laws:
         return []
-    tables = shapes(bp)
-    laws = [compile_law(spec, tables, i) for i, spec in enumerate(bp.laws)]
     out: list[str] = []
     for op in bp.operations:
         if op.tool_kind != "write":
@@ -502,18 +531,7 @@ def effect_law_problems(bp: Blueprint, db: Database) -> list[str]:
         # law allows (a reserved booking with a finished trip), and what a call does there is
         # no evidence against the blueprint.
         for t in _calls_on_the_data(bp, op, db):
-            if not t.expect_ok:
-                continue
-            before = _applied(db, t.setup)
-            after, touched = _effects_done(bp, before, t)
-            get, rows = mapping_view(after)
-            # One neighbourhood for both states (the new records' own exist only after): a law
-            # the prepared records broke already is not the call's.
-            around = near(tables, rows, touched)
-            check = check_laws(laws, tables, get, rows, bp.clock, only=around)
-            bget, brows = mapping_view(before)
-            old = check_laws(laws, tables, bget, brows, bp.clock, only=around).keys()
-            lines = check.lines(only=check.keys() - old)
+            lines = _new_breaches(bp, db, t)
             if lines:
                 call = f"{op.name}({', '.join(f'{k}={v!r}' for k, v in t.arguments.items())})"
                 out.append(

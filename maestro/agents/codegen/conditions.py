@@ -122,6 +122,15 @@ def shapes(bp: BlueprintDraft) -> dict[str, TableShape]:
     return _cached((bp,), make)
 
 
+def blueprint_laws(bp: BlueprintDraft) -> list[Any]:
+    """The blueprint's laws, compiled against its tables (once per blueprint)."""
+    from maestro.domains.laws import compile_law
+
+    return _cached(
+        (bp, "laws"), lambda: [compile_law(s, shapes(bp), i) for i, s in enumerate(bp.laws)]
+    )
+
+
 def record_params(bp: BlueprintDraft, op: Operation) -> dict[str, str]:
     """Parameters that name a record, with its table: a table's key field, or ``..._<key>``."""
     keys = {e.key: e.table for e in bp.entities}
