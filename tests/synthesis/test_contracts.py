@@ -203,3 +203,20 @@ def test_every_stage_schema_becomes_a_llama_cpp_grammar() -> None:
         schema = response_format(name, model)["json_schema"]["schema"]
         gbnf = grammar.json_schema_to_gbnf(json.dumps(schema))
         grammar.LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+def test_a_tool_prompt_shows_every_table_its_expressions_read() -> None:
+    """A capable model was told to count upgrades in an effect of a cancellation, and the
+    prompt did not show the upgrades table."""
+    from maestro.agents.codegen.normalise import parse_blueprint as parse
+
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    cancel = next(o for o in raw["operations"] if o["name"] == "cancel_booking")
+    cancel["sets"]["booking_id.sailing_id.seats_left"] = {
+        "add": "1 + 0 * count(memberships where status = 'closed')"
+    }
+    bp = parse(raw, clock=CONFIG.clock)
+    text = prompt(tool_messages(bp, bp.operation("cancel_booking"), None, None))
+    assert "- memberships (catalog; key membership_id" in text
+    quote = prompt(tool_messages(bp, bp.operation("quote_cancellation"), None, None))
+    assert "- sailings (main table; key sailing_id" in quote  # read through a path

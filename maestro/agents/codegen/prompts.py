@@ -272,6 +272,12 @@ def _touched_tables(bp: Blueprint, op: Operation) -> list[str]:
     nodes += [parse(c.when) for c in op.requires if c.when]
     nodes += [parse(text) for text in op.returns.values()]
     nodes += [parse(v.expr) for v in op.sets.values() if isinstance(v, Computed)]
+    nodes += [
+        parse(v.amount)
+        for v in op.sets.values()
+        if isinstance(v, Adjust) and isinstance(v.amount, str)
+    ]
+    nodes += [parse(v.restore) for v in op.sets.values() if isinstance(v, Restore)]
     for node in nodes:
         for n in walk(node):
             if isinstance(n, Aggregate):
