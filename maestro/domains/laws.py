@@ -61,8 +61,8 @@ class LawSpec(BaseModel):
 
     id: str | None = Field(None, pattern=_LAW_ID)
     table: str = Field(min_length=1, max_length=40)
-    holds: str = Field(min_length=1, max_length=600)
-    when: str | None = Field(None, min_length=1, max_length=600)
+    holds: str = Field(min_length=1, max_length=4000)
+    when: str | None = Field(None, min_length=1, max_length=4000)
     says: str = Field(min_length=1, max_length=300)
 
 

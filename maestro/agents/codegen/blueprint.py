@@ -264,11 +264,11 @@ class Condition(_Strict):
     (``order_id.status``, ``$quantity``), ``test`` what must hold of it, ``value`` against what.
     """
 
-    check: str = Field(min_length=1, max_length=600)
+    check: str = Field(min_length=1, max_length=4000)
     test: Test | None = None
     value: Scalar | list[Scalar] | None = None
     #: The check applies only when this condition holds (``booking_id.vehicle``).
-    when: str | None = Field(None, min_length=1, max_length=600)
+    when: str | None = Field(None, min_length=1, max_length=4000)
 
     @model_validator(mode="after")
     def _form(self) -> Condition:
@@ -308,7 +308,7 @@ class Computed(_Strict):
     """An effect whose value is an expression over the state before the call (a fee of
     ``rental_id.car_class_id.daily_rate * $days``)."""
 
-    expr: str = Field(min_length=1, max_length=600)
+    expr: str = Field(min_length=1, max_length=4000)
 
 
 class Restore(_Strict):

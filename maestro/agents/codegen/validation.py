@@ -181,12 +181,11 @@ def _effect_problems(bp: BlueprintDraft, op: Operation, where: str) -> list[str]
             target = resolve(bp, op, target_text, effect=True)
             if isinstance(target, ParamRef):
                 raise ValueError(f"{target_text!r}: a parameter cannot be set")
+            if target.root in op.new_records() and not target.hops:
+                new_fields.add((target.root, target.field))  # set, if not yet right
             value_problem(bp, op, target.ftype, value)
         except ValueError as exc:
             problems.append(f"{where}: sets {exc}")
-            continue
-        if target.root in op.new_records() and not target.hops:
-            new_fields.add((target.root, target.field))
     for name, table in op.new_records().items():
         if table not in {e.table for e in bp.entities}:
             continue

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Bounds on what one expression may be: a blueprint's expression is a line, not a program.
-MAX_LENGTH = 600
+MAX_LENGTH = 1000
 MAX_DEPTH = 32
 MAX_NODES = 200
 
