@@ -269,3 +269,22 @@ def test_a_retry_says_when_the_answer_hit_the_token_cap(
     out = asyncio.run(go())
     ((reason, detail),) = out.rejected
     assert reason == "malformed_output" and detail.count("cut off at the length limit") == 2
+
+
+def test_a_scenario_that_volunteers_a_known_fact_goes_back_with_the_rule(
+    keeping: ScriptedServer, toy: Domain
+) -> None:
+    """The rule was checked only after the answer: a capable model's rental brief lost every
+    refusal to it without ever being told. It is stated in the prompt and fed back."""
+    (walk,), _ = plan_walks(toy, n=1, seed=0)
+    value = "ann.lee@gmail.com"
+    known = json.loads(draft(walk))["known_info"] + f"; your email is {value}"
+    eager = draft(walk, known_info=known, task_instructions=f"Start by giving {value} at once.")
+    keeping.script(
+        "synthesis/toy/walk-0", "codegen", [Reply(content=eager), Reply(content=draft(walk))]
+    )
+    out = run(keeping, toy, n=1, seed=0)
+    assert out.rejected == [] and len(out.tasks) == 1
+    first, second = [b for ep, _, b in keeping.model.requests if ep == "synthesis/toy/walk-0"]
+    assert "never tell the customer to give a" in first["messages"][0]["content"]
+    assert f"task_instructions say to give {value} unasked" in second["messages"][-1]["content"]

@@ -59,6 +59,9 @@ customer's identity, copied from their record above (such as their name, email o
 birth). Do not tell the customer the tool names. Then write 1 to 5 assertions a judge can check
 in the transcript (what the agent must say or do).
 
+The simulated customer gives known_info only when the agent asks for it: so reason_for_call
+states what the customer opens with, and task_instructions never tell the customer to give a
+value of known_info unprompted (write "when the agent asks, give ..." or leave it to known_info).
 Be brief: every text value is one or two sentences, all of them strings (no nested objects);
 unknown_info is a string or null.
 Answer with one JSON object only, no other text, with exactly these keys:
@@ -85,6 +88,9 @@ and must not do. The customer's known_info must hold the exact values the candid
 customer gives (among them the details the policy needs to verify their identity, from their
 own record above).
 
+The simulated customer gives known_info only when the agent asks for it: so reason_for_call
+states what the customer opens with, and task_instructions never tell the customer to give a
+value of known_info unprompted (write "when the agent asks, give ..." or leave it to known_info).
 Be brief: every text value is one or two sentences, all of them strings (no nested objects);
 unknown_info is a string or null.
 Answer with one JSON object only, no other text, with exactly these keys:

@@ -53,6 +53,7 @@ from maestro.domains.store import Session
 from maestro.domains.toolgraph import WalkGuide, build_tool_graph
 from maestro.domains.walks import Walk, sample_walks, without_rules
 from maestro.scoring.conformance import check_task
+from maestro.scoring.scenario import volunteered_known_facts
 
 #: How often a malformed or ungrounded answer is sent back before the walk is rejected.
 DEFAULT_ATTEMPTS = 3
@@ -266,12 +267,19 @@ async def _synthesize_one(
 
     def parse(text: str | None) -> Task:
         if refusal:
-            return _refusal_task(domain, group, parse_draft(text, RefusalDraft))
-        draft = parse_draft(text, ScenarioDraft)
-        found = grounding_problems(draft, group[0].user_values)
-        if found:
-            raise DraftError("; ".join(found))
-        return _walk_task(domain, group[0], draft)
+            task = _refusal_task(domain, group, parse_draft(text, RefusalDraft))
+        else:
+            draft = parse_draft(text, ScenarioDraft)
+            found = grounding_problems(draft, group[0].user_values)
+            if found:
+                raise DraftError("; ".join(found))
+            task = _walk_task(domain, group[0], draft)
+        # The scenario's own rules, checked here so that a refusal goes back to its writer
+        # (checked after the answer, the capable model never saw why its tasks were dropped).
+        volunteered = volunteered_known_facts(task)
+        if volunteered:
+            raise DraftError("; ".join(volunteered))
+        return task
 
     def explain(problem: str, done: Completion) -> str:
         # A small model's answer often stops at its token cap: say so, or it repeats itself.
