@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from maestro.domains.errors import StoreError
-from maestro.domains.laws import Law, LawCheck, check_laws, near, session_view, table_shapes
+from maestro.domains.laws import (
+    Law,
+    LawCheck,
+    check_laws,
+    near,
+    new_budget,
+    session_view,
+    table_shapes,
+)
 from maestro.domains.models import Action, DomainManifest, Task
 from maestro.domains.runtime import Toolkit, ToolOutcome
 from maestro.domains.store import Session, State, TableSpec
@@ -35,6 +43,11 @@ class Domain:
     tasks: list[Task] = field(default_factory=list)
     #: The world's laws (``laws.json``); none for a package that declares none.
     laws: list[Law] = field(default_factory=list)
+    #: The laws checked on the domain's own database, once (the loader's).
+    law_check: LawCheck | None = None
+    #: Evaluation steps every check of this domain's laws draws on together (the database's
+    #: and every gold replay's): a package whose laws cost more is reported, not run for hours.
+    law_budget: list[int] = field(default_factory=lambda: new_budget(3))
 
     @property
     def id(self) -> str:
@@ -54,13 +67,19 @@ class Domain:
     def check_laws(self, session: Session | None = None, *, changed: bool = False) -> LawCheck:
         """Every law on the domain's database, or on a session of it (``changed``: only on the
         records the session changed and those within two references of them)."""
+        if session is None and self.law_check is not None:
+            return self.law_check
         shapes = table_shapes(self.tables)
         view = session if session is not None else self.initial
         get, rows = session_view(view)
         only = None
         if changed and session is not None:
-            only = near(shapes, rows, session.touched())
-        return check_laws(self.laws, shapes, get, rows, self.manifest.clock or _NO_CLOCK, only=only)
+            only = near(shapes, rows, session.touched(), hops=3)
+        clock = self.manifest.clock or _NO_CLOCK
+        found = check_laws(self.laws, shapes, get, rows, clock, only=only, budget=self.law_budget)
+        if session is None:
+            self.law_check = found
+        return found
 
     def start_session(self, task: Task | None = None) -> Session:
         """A fresh session at the task's initial state (the domain's database when no task)."""

@@ -125,7 +125,9 @@ def test_arithmetic_dates_and_counts_mean_what_they_say() -> None:
     )
     assert value("date(rental_id.pickup_at) <= today - days(4)", rental_id="RN1") is True
     assert value("rental_id.customer_id.born_on < date('2000-01-01')", rental_id="RN1") is True
-    assert value("count(rentals where customer_id = rental_id.customer_id)", rental_id="RN1") == 2
+    assert value("count(rentals where customer_id = $rental_id.customer_id)", rental_id="RN1") == 2
+    # inside the where, the counted table's key is the counted record's
+    assert value("count(rentals where rental_id != $rental_id)", rental_id="RN1") == 1
     assert (
         value("count(returns where rental_id = $rental_id and mileage_in >= 1000)", rental_id="RN1")
         == 1

@@ -112,12 +112,13 @@ def test_a_law_whose_counts_scan_their_table_stops_at_its_budget(
     }
     (law,), problems = parse_laws([scanning], shapes)
     assert problems == []
-    monkeypatch.setattr(laws_module, "READ_BUDGET", 1000)
-    domain.laws = [law]
+    monkeypatch.setattr(laws_module, "STEP_BUDGET", 20_000)
+    domain.laws, domain.law_check = [law], None
+    domain.law_budget = laws_module.new_budget()
     check = domain.check_laws()
     assert not check.ok and check.broken == {}
     (error,) = check.errors["scans"]  # said once, not once per record
-    assert "reads more records than its budget allows" in error
+    assert "the evaluation budget is spent" in error
     # Selecting by a reference reads a handful per record: within the same budget.
     (by_ref,), _ = parse_laws(
         [
@@ -129,7 +130,8 @@ def test_a_law_whose_counts_scan_their_table_stops_at_its_budget(
         ],
         shapes,
     )
-    domain.laws = [by_ref]
+    domain.laws, domain.law_check = [by_ref], None
+    domain.law_budget = laws_module.new_budget()
     assert domain.check_laws().ok
 
 

@@ -320,3 +320,77 @@ def test_the_reviewer_sees_a_sample_of_the_world_and_the_laws(bp: Blueprint, db:
     ]
     assert json.dumps(sample["bookings"][0], sort_keys=True) in text
     assert "A booking is made before its sailing departs." in text and "broken by 0" in text
+
+
+# ----- what a red team proved against the program (each failed before its fix) -----------------
+
+
+def _ferry_program(**replace: str) -> str:
+    program = team.DATA_PROGRAM
+    for old, new in replace.items():
+        assert old in program, old
+        program = program.replace(old, new)
+    return program
+
+
+def test_a_program_that_writes_another_table_is_refused(bp: Blueprint, tmp_path: Path) -> None:
+    sneaky = _ferry_program(
+        **{
+            "def make_sailings(db, rng, n):\n": "def make_sailings(db, rng, n):\n"
+            "    db.insert('passengers', {'passenger_id': 'EVIL1', 'first_name': 'E', "
+            "'last_name': 'V', 'email': 'e@v.com', 'phone': '1', 'date_of_birth': "
+            "'1990-01-01', 'membership_id': 'MB1001'})\n"
+        }
+    )
+    with pytest.raises(GeneratorError, match=r"make_sailings wrote to \['passengers'\]"):
+        run_generator(bp, normalise_generator(bp, sneaky), SIZES, tmp_path)
+
+
+def test_records_with_fields_the_table_lacks_are_refused(bp: Blueprint, db: Database) -> None:
+    bad = copy.deepcopy(db)
+    bad["sailings"]["SL1002"]["smuggled"] = {"not": "declared"}
+    problems = world_problems(bp, bad, LIMITS)
+    assert any(
+        "sailings: fields the table does not have" in p and "['smuggled']" in p for p in problems
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("def len(x):\n    return 0\n", "'len' is a name the host's part of the program uses"),
+        ("_MAKERS = {}\n", "'_MAKERS' is a name the host's part"),
+        ("print('loaded')\n", "only functions and constants at the top level"),
+        ("LIMIT = max(1, 2)\n", "a top-level constant is a literal"),
+        ("def helper(db):\n    from .models import Sailing\n    return Sailing\n", "no imports"),
+    ],
+)
+def test_the_top_level_holds_functions_and_constants_of_its_own(
+    bp: Blueprint, extra: str, message: str
+) -> None:
+    from maestro.agents.codegen.answers import ParseError
+
+    with pytest.raises(ParseError, match=re.escape(message)):
+        normalise_generator(bp, team.DATA_PROGRAM + "\n" + extra)
+
+
+def test_a_program_has_a_deadline_in_all_not_only_per_table(
+    bp: Blueprint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each table had its own 120 s: eight tables of a looping program ran 800 s."""
+    from maestro.agents.codegen import generator
+
+    asked: list[float] = []
+    real = generator.generation_limits
+
+    def spy(base: object, size: int, seconds: float = 0.0) -> object:
+        asked.append(seconds)
+        return real(base, size, seconds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(generator, "generation_limits", spy)
+    monkeypatch.setattr(generator, "TOTAL_TIMEOUT_S", 4.0)
+    monkeypatch.setattr(generator, "TABLE_TIMEOUT_S", 100.0)
+    looping = _program(bp, passengers="x = 0\nwhile True:\n    x += 1")
+    with pytest.raises(GeneratorError, match="failed \\(timeout\\)"):
+        run_generator(bp, normalise_generator(bp, looping), SIZES, tmp_path)
+    assert asked and max(asked) <= 4.0  # every table's deadline is what is left of the total

@@ -78,6 +78,14 @@ def field_problems(bp: Blueprint, db: Database) -> list[str]:
     out = []
     for e in bp.entities:
         rows = db.get(e.table, {})
+        declared = {e.key, *e.fields}
+        extra = [
+            f"{e.table}/{k} holds {sorted(set(r) - declared)}"
+            for k, r in rows.items()
+            if set(r) - declared
+        ]
+        if extra:
+            out.append(_counted(f"{e.table}: fields the table does not have", extra, len(rows)))
         for fname, ftype in e.field_types().items():
             wrong: list[str] = []
             for key, rec in rows.items():

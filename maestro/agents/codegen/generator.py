@@ -19,8 +19,10 @@ typed outcome that goes back to the model as the stage's error.
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,8 +55,9 @@ GENERATOR_HEADER = (
     "    birth_date, email_for, fake, person, phone, place, postcode, street_address,\n"
     ")\n"
 )
-#: Wall time and CPU one table's generation may take in the sandbox.
+#: Wall time and CPU one table's generation may take in the sandbox, and the whole program.
 TABLE_TIMEOUT_S = 120.0
+TOTAL_TIMEOUT_S = 600.0
 #: Most records one table may hold (``records_per_table`` is at most this).
 MAX_RECORDS = 10_000
 
@@ -109,14 +112,16 @@ def normalise_generator(bp: Blueprint, code: str) -> str:
                 problems.append(f"{name}: there is no table {name[len('finish_') :]!r}")
             elif [a.arg for a in fn.args.args] != ["db", "rng", "record"]:
                 problems.append(f"{name} must take (db, rng, record)")
-    for node in tree.body:
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             problems.append(
                 f"line {node.lineno}: no imports; date, datetime, timedelta, Random and the "
                 "worldgen functions are already imported"
             )
+    for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.decorator_list:
             problems.append(f"{node.name}: no decorators")
+        problems += _top_level_problems(node)
     if problems:
         raise ParseError("; ".join(problems))
     body = [n for n in tree.body if not isinstance(n, ast.Import | ast.ImportFrom)]
@@ -128,6 +133,48 @@ def finished_tables(bp: Blueprint, program: str) -> list[str]:
     tree = ast.parse(program)
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     return [e.table for e in bp.entities if f"finish_{e.table}" in names]
+
+
+#: Names the host's part of the program uses: the program may not define them again.
+_RESERVED = frozenset(
+    {"_MAKERS", "_KEYS", "_FINISHERS", "_finisher", "generate_table", "finish_table", "tool",
+     "Database", "ToolError", "Random", "date", "datetime", "timedelta",
+     *GENERATOR_IMPORTS["maestro.domains.worldgen"]}
+) | frozenset(dir(builtins))  # fmt: skip
+#: What a top-level constant may be made of: literals, names, arithmetic, comprehensions.
+_CONSTANT_NODES = (
+    ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.Name, ast.Load, ast.Store,
+    ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.keyword,
+)  # fmt: skip
+
+
+def _top_level_problems(node: ast.stmt) -> list[str]:
+    """What the top level may hold: functions and constants, under names of their own (a
+    program that defined ``len`` changed what the host's own count of its records meant)."""
+    names: list[str] = []
+    if isinstance(node, ast.FunctionDef):
+        names = [node.name]
+    elif isinstance(node, ast.Assign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if not isinstance(t, ast.Name):
+                return [f"line {node.lineno}: a top-level assignment names one constant"]
+            names.append(t.id)
+        value = node.value
+        if value is not None and not all(isinstance(n, _CONSTANT_NODES) for n in ast.walk(value)):
+            return [
+                f"line {node.lineno}: a top-level constant is a literal (a list, a dict, "
+                "numbers, texts); compute inside the functions"
+            ]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return []  # a docstring or a comment-like string
+    else:
+        return [f"line {node.lineno}: only functions and constants at the top level"]
+    return [
+        f"line {node.lineno}: {name!r} is a name the host's part of the program uses"
+        for name in names
+        if name in _RESERVED
+    ]
 
 
 def _wrappers(bp: Blueprint, finished: list[str]) -> str:
@@ -203,14 +250,16 @@ def generator_source(bp: Blueprint, program: str) -> str:
     return GENERATOR_HEADER + "\n\n" + program + _wrappers(bp, finished_tables(bp, program))
 
 
-def generation_limits(base: SandboxLimits | None, size: int) -> SandboxLimits:
+def generation_limits(
+    base: SandboxLimits | None, size: int, seconds: float = TABLE_TIMEOUT_S
+) -> SandboxLimits:
     """The sandbox's bounds for one table: its records in one call, with a long deadline."""
     base = base or SandboxLimits()
     writes = max(1000, size + 10)
     return base.model_copy(
         update={
-            "call_timeout_s": TABLE_TIMEOUT_S,
-            "cpu_s": TABLE_TIMEOUT_S,
+            "call_timeout_s": seconds,
+            "cpu_s": seconds,
             "max_writes": writes,
             "max_write_bytes": max(base.max_write_bytes, writes * 4096),
             "max_write_nodes": max(base.max_write_nodes, writes * 200),
@@ -248,6 +297,33 @@ def _write_package(root: Path, bp: Blueprint, tools: str, db: Database) -> None:
         (root / name).write_text(text, encoding="utf-8")
 
 
+def _only_its_own(entity: Entity, step: str, n: int, before: Database, session: Any) -> None:
+    """What one step may change, checked by the host on what it did: a make_ adds its table's
+    records under the host's keys, at most ``n``; a finish_ changes its table's records and
+    adds or removes none."""
+    touched = session.touched()
+    others = sorted({t for t, _ in touched} - {entity.table})
+    if others:
+        shown = ", ".join(f"{t}/{k}" for t, k in sorted(touched) if t != entity.table)
+        raise GeneratorError(
+            f"{step}_{entity.table} wrote to {others} ({shown[:200]}): a make_ function returns "
+            "its own table's records, a finish_ function the changes to one of them"
+        )
+    keys = set(session.keys(entity.table))
+    if step == "make":
+        made = len(keys)
+        expected = {f"{entity.prefix}{1001 + i}" for i in range(made)}
+        if made > n or keys != expected:
+            raise GeneratorError(
+                f"make_{entity.table} made {made} record(s) under keys {sorted(keys - expected)[:5]} "
+                f"(at most {n}, keyed {entity.prefix}1001 on by the host)"
+            )
+    elif keys != set(before.get(entity.table, {})):
+        raise GeneratorError(
+            f"finish_{entity.table} added or removed records: it only changes them"
+        )
+
+
 def run_generator(
     bp: Blueprint,
     program: str,
@@ -267,13 +343,20 @@ def run_generator(
     finished = finished_tables(bp, program)
     steps: list[tuple[Entity, str]] = [(e, "make") for e in order]
     steps += [(e, "finish") for e in order if e.table in finished]
+    started = time.monotonic()
     for index, (entity, step) in enumerate(steps):
         n = min(sizes.of(entity), MAX_RECORDS)
+        left = TOTAL_TIMEOUT_S - (time.monotonic() - started)
+        if left <= 1:
+            raise GeneratorError(
+                f"the program ran past {TOTAL_TIMEOUT_S:g} s in all, before {step}_{entity.table}"
+            )
         _write_package(root, bp, tools, db)
+        size = n if step == "make" else len(db[entity.table])
         try:
             with load_sandboxed_domain(
                 root,
-                generation_limits(limits, n if step == "make" else len(db[entity.table])),
+                generation_limits(limits, size, min(TABLE_TIMEOUT_S, left)),
                 check_gold=False,
                 vetted=GENERATOR_IMPORTS,
             ) as domain:
@@ -292,6 +375,7 @@ def run_generator(
                     raise GeneratorError(
                         f"{step}_{entity.table} failed ({out.status}): {out.content[:800]}"
                     )
+                _only_its_own(entity, step, n, db, session)
                 db = session.materialise()
         except DomainLoadError as exc:
             shown = "; ".join(str(p) for p in exc.problems[:8])

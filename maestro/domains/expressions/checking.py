@@ -140,7 +140,9 @@ def resolve_path(path: Path, scope: Scope) -> Resolved:
     head = parts[0]
     if not path.dollar and scope.row is not None:
         shape = scope.tables[scope.row]
-        if head in shape.fields:
+        if head in shape.fields or head == shape.key:
+            # The counted record's own fields and key: ``count(reservations where
+            # reservation_id != self)``; an outer parameter is written ``$name``.
             return _walk(path, scope, ROW, scope.row, parts)
     if path.dollar:
         if head not in scope.params:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
@@ -69,9 +69,12 @@ class Env:
     roots: Mapping[str, Any] = field(default_factory=dict)
     row: tuple[str, str] | None = None
     _index: dict[tuple[str, str], dict[Any, list[str]]] = field(default_factory=dict)
-    #: Records the counts and sums may still read, shared by every evaluation on this budget
-    #: (None: unbounded); past it an :class:`EvaluationError`.
+    #: Steps (parts evaluated, records counts read) still allowed, shared by every evaluation
+    #: on this budget (None: unbounded); past it an :class:`EvaluationError`.
     budget: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        self.clock = naive(self.clock)
 
     def key_of(self, root: str) -> Any:
         if root == ROW:
@@ -124,13 +127,21 @@ def read_value(value: Any, vtype: VType) -> Any:
             return None
     if vtype.base == "datetime":
         if isinstance(value, datetime):
-            return value
+            return naive(value)
         try:
             parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
         except ValueError:
             return None
-        return parsed.replace(tzinfo=None) if parsed is not None else None
+        return naive(parsed) if parsed is not None else None
     return value
+
+
+def naive(moment: datetime) -> datetime:
+    """A datetime on the world's clock: one with an offset is moved to UTC, then left without
+    it (a domain's clock and its records are naive: UTC)."""
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def stored(value: Any) -> Any:
@@ -144,6 +155,10 @@ def stored(value: Any) -> Any:
 
 def evaluate(node: Node, env: Env) -> Any:
     """The value of ``node`` on ``env``'s state (None for null)."""
+    if env.budget is not None:
+        env.budget[0] -= 1
+        if env.budget[0] < 0:
+            raise EvaluationError(f"{unparse(node)[:80]!r}: the evaluation budget is spent")
     if isinstance(node, Lit):
         return node.value
     if isinstance(node, ListLit):
@@ -163,8 +178,12 @@ def evaluate(node: Node, env: Env) -> Any:
         v, options = evaluate(node.operand, env), evaluate(node.options, env)
         if v is None or not isinstance(options, list):
             return None
-        found = any(compare("=", v, o) is True for o in options)
-        return found != node.negated
+        answers = [compare("=", v, o) for o in options]
+        if True in answers:
+            return not node.negated
+        if None in answers:
+            return None  # not among the known options, and a null one may be it
+        return node.negated
     if isinstance(node, IsNull):
         return (evaluate(node.operand, env) is None) != node.negated
     if isinstance(node, Not):
@@ -215,24 +234,45 @@ def _path_value(path: Path, env: Env) -> Any:
     return read_value(record.get(r.field), r.vtype)
 
 
-def _as_number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v)
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _same_number(a: int | float, b: int | float) -> bool:
+    """Equal numbers: whole numbers exactly; with a float among them, within a part in 10^9
+    (so 0.1 + 0.2 = 0.3), however large the numbers (no conversion that overflows)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    try:
+        scale = max(1.0, abs(float(a)), abs(float(b)))
+        return abs(float(a) - float(b)) <= _EPS * scale
+    except OverflowError:
+        return a == b
+
+
+def _compare_numbers(op: str, a: int | float, b: int | float) -> bool:
+    """Numbers compared consistently: what is equal is neither less nor greater."""
+    same = _same_number(a, b)
+    if op == "=":
+        return same
+    if op == "!=":
+        return not same
+    if op == "<":
+        return not same and a < b
+    if op == "<=":
+        return same or a < b
+    if op == ">":
+        return not same and a > b
+    return same or a > b
 
 
 def compare(op: str, left: Any, right: Any) -> bool | None:
     """A comparison of two values; None when either is null or they are not comparable."""
     if left is None or right is None:
         return None
-    a, b = _as_number(left), _as_number(right)
-    if a is not None and b is not None:
-        if op == "=":
-            return abs(a - b) <= _EPS * max(1.0, abs(a), abs(b))
-        if op == "!=":
-            return abs(a - b) > _EPS * max(1.0, abs(a), abs(b))
-        left, right = a, b
-    elif type(left) is not type(right) and not (isinstance(left, str) and isinstance(right, str)):
+    if _is_number(left) and _is_number(right):
+        return _compare_numbers(op, left, right)
+    if type(left) is not type(right) and not (isinstance(left, str) and isinstance(right, str)):
         return None if op not in ("=", "!=") else (op == "!=")
     try:
         if op == "=":
@@ -270,6 +310,10 @@ def _arith(node: Arith, left: Any, right: Any) -> Any:
         return None
     op = node.op
     try:
+        if op in ("+", "-") and isinstance(right, timedelta) and _is_date(left):
+            return _move_date(left, right if op == "+" else -right)
+        if op == "+" and isinstance(left, timedelta) and _is_date(right):
+            return _move_date(right, left)
         if op == "+":
             return left + right
         if op == "-":
@@ -283,6 +327,16 @@ def _arith(node: Arith, left: Any, right: Any) -> Any:
         raise EvaluationError(f"{unparse(node)!r} has no value: {exc}") from None
     except TypeError:
         return None
+
+
+def _is_date(v: Any) -> bool:
+    return isinstance(v, date) and not isinstance(v, datetime)
+
+
+def _move_date(day: date, by: timedelta) -> date:
+    """A date moved by a duration, in whole days, rounding down (so ``d - hours(12)`` and
+    ``d + hours(-12)`` are both the day before)."""
+    return day + timedelta(days=math.floor(by.total_seconds() / 86400))
 
 
 def round_half_up(x: float, digits: int = 0) -> float:
@@ -361,14 +415,12 @@ def _candidates(node: Aggregate, env: Env) -> Iterable[str] | None:
                 isinstance(mine, Path)
                 and not mine.dollar
                 and len(mine.parts) == 1
-                and mine.parts[0] in shape.fields
+                and (mine.parts[0] in shape.fields or mine.parts[0] == shape.key)
                 and _row_free(other, env, node.table)
             ):
                 value = evaluate(other, env)
-                if isinstance(value, float) and value.is_integer():
-                    value = int(value)
-                if isinstance(value, date | datetime):
-                    return None  # stored as text: scan instead
+                if isinstance(value, float | date | datetime) or value is None:
+                    return None  # compared with tolerance, or stored as text: scan instead
                 return list(env.index(node.table, mine.parts[0]).get(value, []))
     return None
 

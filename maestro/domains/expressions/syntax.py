@@ -25,8 +25,10 @@ nodes), so a hostile text costs at most a linear scan.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 #: Bounds on what one expression may be: a blueprint's expression is a line, not a program.
@@ -235,8 +237,11 @@ def _literal(value: Any) -> str:
         return "false"
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(value, float) and value.is_integer():
-        return repr(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} has no literal")
+        text = format(Decimal(repr(value)), "f")  # never 1e-10: the tokenizer reads digits
+        return text if "." in text else text + ".0"
     return repr(value)
 
 
