@@ -128,7 +128,7 @@ def scope() -> tuple[Scope, Env]:
     ],
 )
 def test_expressions_mean_what_they_say_at_the_edges(text: str, expected: object) -> None:
-    s, e = scope()
+    _s, e = scope()
     assert evaluate(parse(text), e) is expected
 
 
