@@ -42,12 +42,14 @@ def world(size: int, repeat: int) -> dict[str, Any]:
     db: dict[str, Any] = {}
     for i in range(repeat):
         with tempfile.TemporaryDirectory() as work:
-            wall, db = timed(lambda w=work, s=i: run_generator(bp, program, Sizes(size, 10), Path(w), seed=s))
+            wall, db = timed(
+                lambda w=work, s=i: run_generator(bp, program, Sizes(size, 10), Path(w), seed=s)
+            )
         runs.append(wall)
-        wall, problems = timed(lambda: world_problems(bp, db, limits))
+        wall, problems = timed(lambda d=db: world_problems(bp, d, limits))
         assert problems == [], problems[:3]
         checks.append(wall)
-        wall, broken = timed(lambda: effect_law_problems(bp, db))
+        wall, broken = timed(lambda d=db: effect_law_problems(bp, d))
         assert broken == [], broken
         effects.append(wall)
     records = sum(len(rows) for rows in db.values())

@@ -562,17 +562,58 @@ def _fresh_variant(own: str, taken: set[Any], rng: random.Random) -> str | None:
             local, _, host = own.partition("@")
             local = re.sub(r"[0-9]+$", "", local)
             made = f"{local}{rng.randint(2, 98)}@{host}"
-        elif sum(ch.isdigit() for ch in own) >= 4:
+        elif any(ch.isdigit() for ch in own):
             chars = list(own)
             digits = [i for i, ch in enumerate(chars) if ch.isdigit()][-4:]
-            for i in digits:
-                chars[i] = str(rng.randint(0, 9))
+            for n, i in enumerate(digits):
+                # never a leading zero: "0563 Cedar Lane" is no house number
+                chars[i] = str(rng.randint(1 if n == 0 and i == 0 else 0, 9))
             made = "".join(chars)
         else:
             return None
         if made not in taken and made != own:
             return made
     return None
+
+
+#: Parts of a name that say the value is one person's own (a street line, an email): drawn
+#: from another record, it is varied so that nobody holds it.
+_OWN = ("address", "street", "line", "email", "phone", "mobile")
+
+
+def _drawn_together(
+    scope: Scope, params: Sequence[ParamSource], rng: random.Random, pinned: Mapping[str, Any]
+) -> dict[str, list[Any]]:
+    """New values of several fields of one table (a street, a city, a state, a ZIP code) taken
+    from one record of it, so they agree (drawn field by field, a Raleigh address got a
+    Virginia ZIP code); a field that is one person's own (the street line) is then varied so
+    nobody holds it (another house on that street)."""
+    groups: dict[str, list[ParamSource]] = {}
+    for p in params:
+        if p.fresh and p.column and not p.table and not p.choices and p.name not in pinned:
+            groups.setdefault(p.column[0], []).append(p)
+    out: dict[str, list[Any]] = {}
+    for table, group in groups.items():
+        if len(group) < 2:
+            continue
+        held = {k for t, k, _ in scope.known if t == table}
+        rows = [
+            r
+            for r in scope.session.scan(table)
+            if all(r.get(p.column[1]) is not None for p in group if p.column)
+            and r.get(scope.domain.tables[table].key_field) not in held
+        ]
+        if not rows:
+            continue
+        source = rng.choice(rows)
+        for p in group:
+            assert p.column is not None
+            value = source[p.column[1]]
+            column = _column_values(scope, p)
+            if isinstance(value, str) and any(w in p.name for w in _OWN) and _identifying(column):
+                value = _fresh_variant(value, set(column), rng) or value
+            out[p.name] = [value]
+    return out
 
 
 def _column_values(scope: Scope, p: ParamSource) -> list[Any]:
@@ -605,6 +646,7 @@ def fill(
     ``exact``: a read in a chain asks about the walk's own records); ``pinned`` values are
     drawn from as given. None when a required one cannot be found."""
     args: dict[str, Any] = {}
+    pinned = {**_drawn_together(scope, params, rng, pinned or {}), **(pinned or {})}
     for p in params:
         if not p.required:
             # Optional arguments stay at their default unless drawn; a drawn bool flips it.
@@ -613,7 +655,7 @@ def fill(
             if p.scalar == "bool" and not p.choices and isinstance(p.default, bool):
                 args[p.name] = not p.default
                 continue
-        value = _value(scope, p, rng, exact=exact, pinned=(pinned or {}).get(p.name))
+        value = _value(scope, p, rng, exact=exact, pinned=pinned.get(p.name))
         if value is None:
             if p.required:
                 return None

@@ -225,3 +225,34 @@ def test_a_new_email_or_phone_is_no_other_customers() -> None:
     assert _fresh_variant("Harbour View", taken, rng) is None  # no shape to vary
     assert _identifying(["a@x.com", "b@x.com", "c@x.com", "d@x.com", "e@x.com"])
     assert not _identifying(["open", "open", "closed", "open", "closed"])
+
+
+def test_a_new_address_is_one_place_not_fields_of_several() -> None:
+    """A capable model's card desk got "Raleigh, NC 24131" (a Virginia ZIP code): the fields of
+    a new address were drawn from different customers' records."""
+    import random
+
+    from maestro.domains import library_path, load_domain
+    from maestro.domains.toolgraph import ParamSource, Scope, _drawn_together
+
+    hotel = load_domain(library_path("hotel"), check_gold=False)
+    session = hotel.start_session()
+    scope = Scope.of(hotel, session)
+    params = [
+        ParamSource(name, True, None, column=("guests", name), fresh=True)
+        for name in ("address_line", "city", "state", "postal_code")
+    ]
+    for seed in range(20):
+        drawn = _drawn_together(scope, params, random.Random(seed), {})
+        assert set(drawn) == {"address_line", "city", "state", "postal_code"}
+        line, city, state, postal = (
+            drawn[f][0] for f in ("address_line", "city", "state", "postal_code")
+        )
+        guests = session.scan("guests")
+        source = [
+            g for g in guests if (g["city"], g["state"], g["postal_code"]) == (city, state, postal)
+        ]
+        assert source, (city, state, postal)  # one record's city, state and ZIP code
+        assert line not in {g["address_line"] for g in guests}  # a house nobody lives in...
+        street = lambda text: " ".join(w for w in text.split() if not any(c.isdigit() for c in w))  # noqa: E731
+        assert any(street(line) == street(g["address_line"]) for g in source)  # ...on that street
