@@ -257,6 +257,19 @@ class Breach:
         return f"{self.table}/{self.key} ({self.values})"
 
 
+#: A law broken by every one of at least this many records may be one no record can keep.
+UNMET_AT = 3
+
+
+def unmet_laws(lines: list[str]) -> set[str]:
+    """The ids of the laws that ``lines`` (of :meth:`LawCheck.lines`) say every record breaks."""
+    return {
+        line.split(" ", 2)[1]
+        for line in lines
+        if line.startswith("law ") and ") is broken by every one of the " in line
+    }
+
+
 @dataclass
 class LawCheck:
     """Every law checked on a state: the records each breaks (or could not evaluate)."""
@@ -289,9 +302,15 @@ class LawCheck:
             ]
             if found:
                 shown = "; ".join(str(b) for b in found[:examples])
+                checked = self.checked.get(law.id, 0)
+                share = (
+                    f"every one of the {checked}"
+                    if len(found) == checked >= UNMET_AT
+                    else f"{len(found)} of {checked}"
+                )
                 out.append(
-                    f"law {law.id} ({law.says}: {law.text}) is broken by {len(found)} of "
-                    f"{self.checked.get(law.id, 0)} {law.table} record(s), such as {shown}"
+                    f"law {law.id} ({law.says}: {law.text}) is broken by {share} "
+                    f"{law.table} record(s), such as {shown}"
                 )
             for err in self.errors.get(law.id, [])[:examples]:
                 out.append(f"law {law.id} ({law.text}) cannot be evaluated: {err}")

@@ -222,6 +222,38 @@ def test_a_tool_never_fixed_ends_in_rejection(server: ScriptedServer, tmp_path: 
     assert not (tmp_path / "domains").exists()
 
 
+def test_a_law_no_world_keeps_goes_back_to_the_blueprint(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    impossible = json.loads(json.dumps(team.BLUEPRINT))
+    impossible["laws"] = [
+        {"table": "sailings", "holds": "seats_left < 0 and seats_left > 0", "says": "Impossible."}
+    ]
+    program = team.fence(team.DATA_PROGRAM)
+    bad = json.dumps(impossible)
+    team.queue(server, "unmet", [bad, program, program, bad, program])
+
+    result = synthesize(server, tmp_path, "unmet")
+
+    assert result.status == "rejected"
+    server.assert_done()
+    assert stages(result) == [
+        ("blueprint", 1, "ok"),
+        ("data", 1, "failed"),  # the program is told: perhaps its records are wrong
+        ("data", 2, "failed"),  # the same law broken by every record again: the blueprint's
+        ("blueprint", 2, "ok"),
+        ("data", 3, "rejected"),
+    ]
+    blueprints = retry_of(server, "unmet", "Design the data and operations")
+    assert len(blueprints) == 2
+    assert_fed_back(
+        blueprints[1],
+        bad,
+        "law(s) sailings_1 broken by every record of two worlds in a row: no data may be able "
+        "to keep them; correct or drop each such law: law sailings_1 (Impossible.",
+    )
+
+
 def test_a_crash_resumes_after_the_last_finished_stage(
     server: ScriptedServer, tmp_path: Path
 ) -> None:

@@ -459,4 +459,7 @@ def test_a_law_no_record_can_keep_is_reported_with_every_record() -> None:
     bp = parse_blueprint(data, clock=CLOCK)
     db = json.loads(team.package_files("impossible", SynthesisConfig())["db.json"])
     (line,) = law_problems(bp, db)
-    assert "(Impossible.: seats_left < 0 and seats_left > 0) is broken by 100 of 100" in line
+    assert (
+        "(Impossible.: seats_left < 0 and seats_left > 0) is broken by every one of the 100 sailings"
+        in line
+    )

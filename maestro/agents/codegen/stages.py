@@ -56,6 +56,7 @@ from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEven
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.codegen.verify import run_tests
 from maestro.domains.errors import DomainLoadError
+from maestro.domains.laws import unmet_laws
 from maestro.domains.models import Task
 from maestro.domains.sandbox import (
     SandboxLimits,
@@ -322,6 +323,16 @@ class SynthesisTeam:
             problems = untestable(bp, db)
         if problems:
             error = "; ".join(problems)
+            twice = unmet_laws(problems) & unmet_laws((feedback or "").split("; "))
+            if twice:  # two programs in a row, and no record keeps it: the law is at fault
+                error = (
+                    f"law(s) {', '.join(sorted(twice))} broken by every record of two worlds in "
+                    "a row: no data may be able to keep them; correct or drop each such law: "
+                    + "; ".join(p for p in problems if unmet_laws([p]) & twice)
+                )
+                return self._failed(
+                    state, att, "blueprint", error, attempts=attempts, drafts=drafts
+                )
             return self._failed(state, att, "data", error, attempts=attempts, drafts=drafts)
         breaches = effect_law_problems(bp, db)
         if breaches:  # the world keeps the laws; the operations do not: the blueprint's fault
