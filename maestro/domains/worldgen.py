@@ -11,10 +11,12 @@ the generator's ``rng`` so the same seed gives the same world.
     phone(rng, p)                     # "303-482-3391": the city's area code
     street_address(rng)               # "1842 Maple Avenue"
     fake(rng).company()               # any Faker provider, seeded from rng
+    road_miles(p, q)                  # 1184: about how far one drives from p to q
 """
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -31,6 +33,7 @@ __all__ = [
     "phone",
     "place",
     "postcode",
+    "road_miles",
     "street_address",
 ]
 
@@ -135,6 +138,57 @@ UK_CITIES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("Cardiff", "Wales", ("CF10", "CF11", "CF14", "CF24"), "029"),
     ("Belfast", "Northern Ireland", ("BT1", "BT7", "BT9"), "028"),
 )
+
+#: Where each city lies (latitude, longitude), by (city, state) or (city, nation).
+_COORDS: dict[tuple[str, str], tuple[float, float]] = {
+    ("New York", "NY"): (40.71, -74.01), ("Brooklyn", "NY"): (40.68, -73.94),
+    ("Buffalo", "NY"): (42.89, -78.88), ("Albany", "NY"): (42.65, -73.75),
+    ("Los Angeles", "CA"): (34.05, -118.24), ("San Diego", "CA"): (32.72, -117.16),
+    ("San Francisco", "CA"): (37.77, -122.42), ("San Jose", "CA"): (37.34, -121.89),
+    ("Sacramento", "CA"): (38.58, -121.49), ("Chicago", "IL"): (41.88, -87.63),
+    ("Houston", "TX"): (29.76, -95.37), ("Dallas", "TX"): (32.78, -96.80),
+    ("Austin", "TX"): (30.27, -97.74), ("San Antonio", "TX"): (29.42, -98.49),
+    ("Phoenix", "AZ"): (33.45, -112.07), ("Tucson", "AZ"): (32.22, -110.97),
+    ("Philadelphia", "PA"): (39.95, -75.17), ("Pittsburgh", "PA"): (40.44, -80.00),
+    ("Jacksonville", "FL"): (30.33, -81.66), ("Miami", "FL"): (25.76, -80.19),
+    ("Tampa", "FL"): (27.95, -82.46), ("Orlando", "FL"): (28.54, -81.38),
+    ("Columbus", "OH"): (39.96, -83.00), ("Cleveland", "OH"): (41.50, -81.69),
+    ("Cincinnati", "OH"): (39.10, -84.51), ("Charlotte", "NC"): (35.23, -80.84),
+    ("Raleigh", "NC"): (35.78, -78.64), ("Indianapolis", "IN"): (39.77, -86.16),
+    ("Seattle", "WA"): (47.61, -122.33), ("Spokane", "WA"): (47.66, -117.43),
+    ("Denver", "CO"): (39.74, -104.99), ("Boston", "MA"): (42.36, -71.06),
+    ("Nashville", "TN"): (36.16, -86.78), ("Memphis", "TN"): (35.15, -90.05),
+    ("Portland", "OR"): (45.52, -122.68), ("Las Vegas", "NV"): (36.17, -115.14),
+    ("Reno", "NV"): (39.53, -119.81), ("Detroit", "MI"): (42.33, -83.05),
+    ("Baltimore", "MD"): (39.29, -76.61), ("Milwaukee", "WI"): (43.04, -87.91),
+    ("Madison", "WI"): (43.07, -89.40), ("Albuquerque", "NM"): (35.08, -106.65),
+    ("Atlanta", "GA"): (33.75, -84.39), ("Savannah", "GA"): (32.08, -81.09),
+    ("Minneapolis", "MN"): (44.98, -93.27), ("Kansas City", "MO"): (39.10, -94.58),
+    ("St. Louis", "MO"): (38.63, -90.20), ("Omaha", "NE"): (41.26, -95.93),
+    ("New Orleans", "LA"): (29.95, -90.07), ("Salt Lake City", "UT"): (40.76, -111.89),
+    ("Richmond", "VA"): (37.54, -77.44), ("Hartford", "CT"): (41.77, -72.67),
+    ("Providence", "RI"): (41.82, -71.41), ("Burlington", "VT"): (44.48, -73.21),
+    ("Boise", "ID"): (43.62, -116.20), ("Anchorage", "AK"): (61.22, -149.90),
+    ("Honolulu", "HI"): (21.31, -157.86), ("Des Moines", "IA"): (41.59, -93.62),
+    ("Louisville", "KY"): (38.25, -85.76), ("Oklahoma City", "OK"): (35.47, -97.52),
+    ("Charleston", "SC"): (32.78, -79.93), ("Birmingham", "AL"): (33.52, -86.80),
+    ("Little Rock", "AR"): (34.75, -92.29), ("Wichita", "KS"): (37.69, -97.34),
+    ("Newark", "NJ"): (40.74, -74.17), ("Wilmington", "DE"): (39.74, -75.55),
+    ("Manchester", "NH"): (42.99, -71.46), ("Fargo", "ND"): (46.88, -96.79),
+    ("Sioux Falls", "SD"): (43.55, -96.73), ("Billings", "MT"): (45.78, -108.50),
+    ("Cheyenne", "WY"): (41.14, -104.82),
+    ("London", "England"): (51.51, -0.13), ("Manchester", "England"): (53.48, -2.24),
+    ("Birmingham", "England"): (52.49, -1.89), ("Leeds", "England"): (53.80, -1.55),
+    ("Liverpool", "England"): (53.41, -2.98), ("Bristol", "England"): (51.45, -2.59),
+    ("Newcastle upon Tyne", "England"): (54.98, -1.61),
+    ("Sheffield", "England"): (53.38, -1.47), ("Nottingham", "England"): (52.95, -1.15),
+    ("Glasgow", "Scotland"): (55.86, -4.25), ("Edinburgh", "Scotland"): (55.95, -3.19),
+    ("Cardiff", "Wales"): (51.48, -3.18), ("Belfast", "Northern Ireland"): (54.60, -5.93),
+}  # fmt: skip
+#: Places no road joins to the rest (Hawaii, Alaska's road to Canada aside, Northern Ireland).
+_ISLANDS = {"HI": "Hawaii", "AK": "Alaska", "Northern Ireland": "Northern Ireland"}
+#: Roads run about a fifth longer than the great circle between two cities.
+_ROAD_FACTOR = 1.2
 
 _US_STREETS = (
     "Main Street",
@@ -300,3 +354,39 @@ def birth_date(rng: random.Random, today: Any, youngest: int = 18, oldest: int =
     day = today if isinstance(today, date) else date.fromisoformat(str(today)[:10])
     days = rng.randint(youngest * 365 + 5, oldest * 365)
     return (day - timedelta(days=days)).isoformat()
+
+
+def _where(p: dict[str, Any] | str) -> tuple[str, str]:
+    if isinstance(p, dict):
+        return str(p.get("city", "")), str(p.get("state", ""))
+    city, _, state = str(p).partition(",")
+    city, state = city.strip(), state.strip()
+    if not state:
+        found = [k for k in _COORDS if k[0] == city]
+        if len(found) != 1:
+            raise ValueError(
+                f"road_miles: {city!r} is "
+                + ("in several places: write 'City, ST'" if found else "not a known city")
+            )
+        return found[0]
+    return city, state
+
+
+def road_miles(a: dict[str, Any] | str, b: dict[str, Any] | str) -> int | None:
+    """About how many miles one drives from place ``a`` to place ``b`` (two of :func:`place`'s
+    dicts, or "City, ST" / "City, Nation" texts): the great-circle distance and a fifth more, 0
+    within one city, None where no road joins them (Honolulu, Anchorage, Belfast to elsewhere).
+    A rental returned at another branch has at least these miles on its odometer."""
+    ka, kb = _where(a), _where(b)
+    for k in (ka, kb):
+        if k not in _COORDS:
+            raise ValueError(f"road_miles: {k[0]}, {k[1]} is not a known city")
+    if ka == kb:
+        return 0
+    if ka[1] in _ISLANDS or kb[1] in _ISLANDS:
+        return None
+    (lat1, lon1), (lat2, lon2) = _COORDS[ka], _COORDS[kb]
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    h = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return round(2 * 3958.8 * math.asin(math.sqrt(h)) * _ROAD_FACTOR)

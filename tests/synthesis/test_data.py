@@ -285,6 +285,33 @@ def test_a_place_is_a_real_city_with_its_own_state_postcode_and_area_code(countr
     assert re.sub(r"[^a-z]", "", who["last_name"].lower()) in who["email"]
 
 
+@pytest.mark.parametrize(
+    ("a", "b", "driven"),
+    [
+        ("Austin", "Denver", 920),
+        ("Boston", "New York, NY", 215),
+        ("Chicago", "Detroit", 283),
+        ("Seattle", "Portland", 174),
+        ("London, England", "Manchester, England", 200),
+    ],
+)
+def test_road_miles_are_about_what_one_drives(a: str, b: str, driven: int) -> None:
+    miles = worldgen.road_miles(a, b)
+    assert miles is not None and 0.85 * driven <= miles <= 1.15 * driven
+    assert worldgen.road_miles(b, a) == miles
+
+
+def test_road_miles_know_a_place_from_its_record_and_say_what_they_cannot_know() -> None:
+    rng = random.Random(3)
+    p = worldgen.place(rng, state="CO")
+    assert worldgen.road_miles(p, dict(p, street="1 Main Street")) == 0
+    assert worldgen.road_miles("Honolulu", "Denver") is None  # no road to Hawaii
+    with pytest.raises(ValueError, match="'Manchester' is in several places"):
+        worldgen.road_miles("Manchester", "Boston")
+    with pytest.raises(ValueError, match="'Atlantis' is not a known city"):
+        worldgen.road_miles("Atlantis", "Boston")
+
+
 def test_an_operation_whose_own_effects_break_a_law_is_the_blueprints_to_fix(
     bp: Blueprint, db: Database
 ) -> None:

@@ -44,6 +44,7 @@ GENERATOR_IMPORTS = {
         "phone",
         "place",
         "postcode",
+        "road_miles",
         "street_address",
     ),
 }
@@ -52,7 +53,8 @@ GENERATOR_HEADER = (
     "from random import Random\n\n"
     "from maestro.domains.sdk import Database, ToolError, tool\n"
     "from maestro.domains.worldgen import (\n"
-    "    birth_date, email_for, fake, person, phone, place, postcode, street_address,\n"
+    "    birth_date, email_for, fake, person, phone, place, postcode, road_miles,\n"
+    "    street_address,\n"
     ")\n"
 )
 #: Wall time and CPU one table's generation may take in the sandbox, and the whole program.

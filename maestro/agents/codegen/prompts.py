@@ -125,14 +125,18 @@ BLUEPRINT_LANGUAGE = """The language:
     {"subtract": n} (n a number, "$param" or an expression), {"expr": "<expression>"} (a fee
     of rate times days, computed on the records before the call), {"restore": "<path>"} (put
     back a value a record kept, for a cancellation: "upgrade_id.previous_cabin").
-- laws: what every record of the world keeps, 4 to 15 of them, each {"table", "holds":
+- laws: what every record of the world keeps, 4 to 25 of them, each {"table", "holds":
   "<expression over one record>", "when" (optional), "says": "<the law in a sentence>"}. In a
   law a bare field is the record's own, self is the record (count(returns where rental_id =
   self) <= 1), and references are followed (returned_at >= rental_id.pickup_at). Write the laws
   that tie records together: dates in order, owners that match (an upgrade's passenger is its
   booking's), amounts within what the rules allow, at most one of something, statuses that
-  agree with dates. The data and every operation must keep them: give each operation the
-  checks that keep them.
+  agree with dates; totals that agree with what they total (a balance with its statement and
+  the charges and payments posted since: sum(...)); a record's state that agrees with its
+  history (a car's mileage at least its last return's); and the records an event must leave
+  (a late return has its late charge: count(...) = 1 when returned late). Think as an auditor
+  of such a business: every relation an expert would check is a law. The data and every
+  operation must keep them: give each operation the checks that keep them.
 - rules: the policy the agent follows, one plain sentence each: the identity check, whose
   records the agent may touch, every limit and fee the operations enforce.
 - agent_rules: 2 to 4 rules the tools do NOT check, which the agent upholds by refusing:
@@ -236,6 +240,13 @@ def data_messages(
         "the dates around today (a past event is done or cancelled, a coming one booked), "
         "amounts with the rules (a fee the policy states is that fee), and every value with its "
         "field's range or window.",
+        "- Beyond the laws, keep every relation an auditor of such a business would check: "
+        "totals and balances equal what they total (use finish_<table> to sum the records made "
+        "after it); every event leaves the records the rules say it leaves (a late or refuelled "
+        "return has its charge, at the stated rate); quantities are physically possible (a "
+        "one-way rental's miles at least road_miles between its branches, miles and fuel used "
+        "that fit the days); the free text of a record tells one story with its fields (a "
+        "dispute is about the charge it disputes, directions fit the drug's form).",
         "- Real-looking data: real people's names, real cities with their own state, ZIP code "
         "and phone area code, emails made from the names at real providers. Never placeholders "
         '("name 4", "string", "example", "...", lorem ipsum) and never one value in most '
@@ -249,7 +260,9 @@ def data_messages(
         "full_name, email}; place(rng, country='US', state=None) -> {city, state, state_name, "
         "zip, area_code, street, address, country} (a real city; country='GB' for the UK, with "
         "postcode and dialling_code); phone(rng, place) -> a number with that place's area "
-        "code; street_address(rng, country='US'); email_for(rng, first, last); "
+        "code; road_miles(place_a, place_b) -> about how many miles one drives between two "
+        "places (place dicts or 'City, ST'; None where no road joins them); "
+        "street_address(rng, country='US'); email_for(rng, first, last); "
         "birth_date(rng, today, youngest=18, oldest=85) -> 'YYYY-MM-DD'; postcode(rng, "
         "district); fake(rng, country='US') -> a seeded Faker (fake(rng).company(), "
         ".license_plate(), ...). Dates are written 'YYYY-MM-DD', datetimes "
