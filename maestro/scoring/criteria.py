@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from maestro.conversation import ToolCall, Trajectory
+from maestro.domains.facts import states_fact
 from maestro.domains.models import Action, RewardType, Task
 from maestro.domains.package import Domain, ReplayResult, replay_calls, replay_gold
 from maestro.domains.store import compare_sessions
@@ -211,18 +212,15 @@ def action_check() -> Check:
     return check
 
 
-def _normalise_text(text: str) -> str:
-    return text.lower().replace(",", "")
-
-
 def communicate_check() -> Check:
-    """Every ``communicate_info`` string appears in some assistant message (tau2's rule)."""
+    """Every ``communicate_info`` fact is stated in some assistant message (tau2's rule, with
+    case, punctuation and number formatting set aside: :func:`maestro.domains.facts.states_fact`)."""
 
     def check(ctx: ScoringContext) -> CriterionScore:
-        texts = [_normalise_text(t) for t in ctx.trajectory.assistant_texts()]
+        texts = ctx.trajectory.assistant_texts()
         items = []
         for info in ctx.task.evaluation_criteria.communicate_info:
-            hit = any(_normalise_text(info) in t for t in texts)
+            hit = any(states_fact(t, info) for t in texts)
             items.append(
                 CheckItem(subject=info, passed=hit, reason="said" if hit else "never said")
             )

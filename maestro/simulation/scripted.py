@@ -10,6 +10,7 @@ turn (``UserTurn.action_ids``), then a short answer, turn after turn.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -133,9 +134,39 @@ def paraphrased_trajectory(domain: Domain, task: Task) -> Trajectory | None:
                 args[name] = paraphrase(value)
                 changed = True
         actions.append(action.model_copy(update={"arguments": args}))
+    if task.evaluation_criteria.communicate_info:
+        changed = True
     if not changed:
         return None
-    return turns_trajectory(domain, task, by_turn(task, actions), summary_text(task))
+    return turns_trajectory(domain, task, by_turn(task, actions), restated_summary(task))
+
+
+def restate(item: str, upper: bool = False) -> str:
+    """A fact as another writer puts it: its case changed, hyphens between words as spaces,
+    decimals to two places and long whole numbers with thousands separators ("1510.9" ->
+    "1,510.90"), wrapped in punctuation of its own."""
+
+    def number(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if text.startswith("0") and not text.startswith("0."):
+            return text  # a phone number's or a code's leading zero is part of it
+        if "." in text:
+            return f"{float(text):,.2f}"
+        return f"{int(text):,}" if len(text) > 3 else text
+
+    text = re.sub(r"(?<![\w:/.-])\d+(?:\.\d+)?(?![\w:/-]|\.\d)", number, item)
+    text = re.sub(r"(?<=[^\W\d_])-(?=[^\W\d_])", " ", text)
+    return f"({text.upper() if upper else text.lower()})"
+
+
+def restated_summary(task: Task) -> str:
+    """A closing message that states every fact to communicate inside a sentence of other
+    words, each restated (:func:`restate`): what a careful agent's own words look like."""
+    info = task.evaluation_criteria.communicate_info
+    if not info:
+        return summary_text(task)
+    facts = ", and then ".join(restate(x, upper=i % 2 == 0) for i, x in enumerate(info))
+    return f"Right, so for your request the key points are {facts}; does that answer it?"
 
 
 def perturb_value(value: Any) -> Any:

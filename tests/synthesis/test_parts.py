@@ -463,3 +463,11 @@ def test_a_law_no_record_can_keep_is_reported_with_every_record() -> None:
         "(Impossible.: seats_left < 0 and seats_left > 0) is broken by every one of the 100 sailings"
         in line
     )
+
+
+@pytest.mark.parametrize("name", ["model_group", "json", "copy"])
+def test_a_field_named_as_the_record_models_own_is_the_blueprints_to_rename(name: str) -> None:
+    data = blueprint()
+    data["entities"][0]["fields"][name] = "str"
+    with pytest.raises(BlueprintError, match=f"{name!r} is a name the record models keep"):
+        parse_blueprint(data, clock=CLOCK)

@@ -177,6 +177,30 @@ def refusal(candidate: int | None, info: list[str], walk: Walk | None = None, **
     return json.dumps(body)
 
 
+def test_a_sentence_to_communicate_goes_back_and_its_fact_is_kept(
+    keeping: ScriptedServer, toy: Domain
+) -> None:
+    _, plans = plan_walks(toy, n=0, seed=0, refusals=1)
+    first = plans[0].group
+    sentence = "Only the account holder may cancel an order."  # the policy's rule 3, verbatim
+    keeping.script(
+        "synthesis/toy/refusal-0",
+        "codegen",
+        [
+            Reply(content=refusal(1, [sentence], first[0])),
+            Reply(content=refusal(1, ["Account-holder"], first[0])),  # case and hyphen aside
+        ],
+    )
+    out = run(keeping, toy, n=0, seed=0, refusals=1)
+    (task,) = out.tasks
+    assert task.evaluation_criteria.communicate_info == ["Account-holder"]
+    asks = [b for ep, _, b in keeping.model.requests if ep == "synthesis/toy/refusal-0"]
+    told = asks[1]["messages"][-1]["content"]
+    assert f"communicate_info item {sentence!r} is a sentence" in told
+    assert any("never a sentence" in m["content"] for m in asks[0]["messages"])  # stated
+    assert check_task(toy, task).ok
+
+
 def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
     keeping: ScriptedServer, toy: Domain
 ) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from maestro.domains.laws import LawSpec
+from maestro.domains.sandbox.schema import usable_field_name
 
 IDENT = r"^[a-z][a-z0-9_]{0,39}$"
 SCALARS = ("str", "int", "float", "bool")
@@ -220,7 +221,17 @@ class Entity(_Strict):
     def _fields_parse(self) -> Entity:
         for name, text in self.fields.items():
             check_ident(name, f"field of {self.name}")
+            if not usable_field_name(name):
+                raise ValueError(
+                    f"field of {self.name} {name!r} is a name the record models keep for "
+                    "themselves (model_..., copy, json, schema, dict, validate ...): rename it"
+                )
             FieldType.parse(text)
+        if not usable_field_name(self.key):
+            raise ValueError(
+                f"the key of {self.name} {self.key!r} is a name the record models keep for "
+                "themselves (model_..., copy, json, schema, dict, validate ...): rename it"
+            )
         if self.key in self.fields:
             raise ValueError(f"{self.name}: the key {self.key!r} is declared again in fields")
         types = self.field_types()

@@ -82,8 +82,10 @@ REFUSAL_PROMPT = """You write test scenarios for a customer-service AI agent of 
 {notes}
 # Your job
 {job} The customer is one person, the owner of the records of that candidate.
-"rule" names the policy rule; "communicate_info" lists 1 to 3 short phrases copied exactly from
-the policy text that the agent must say when refusing; "nl_assertions" say what the agent must
+"rule" names the policy rule; "communicate_info" lists 1 to 3 facts from the policy text that
+the agent must say when refusing: each a limit, an amount, a date, a name or a count in at most
+7 words ("2 checked bags", "$45", "60 days"), never a sentence (the agent says the fact in its own
+words; case and punctuation do not matter); "nl_assertions" say what the agent must
 and must not do. The customer's known_info must hold the exact values the candidate says the
 customer gives (among them the details the policy needs to verify their identity, from their
 own record above).

@@ -36,6 +36,7 @@ from maestro.agents.codegen.scenario_prompts import (
 from maestro.agents.settings import LLMSettings
 from maestro.agents.structured import StructuredAnswerError, ask_structured
 from maestro.conversation import Completion
+from maestro.domains.facts import fact_problem, states_fact
 from maestro.domains.library import library_path
 from maestro.domains.loader import load_domain
 from maestro.domains.models import (
@@ -362,9 +363,12 @@ def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Tas
         raise DraftError(f"candidate must be 1..{len(group)} or null, not {draft.candidate}")
     phrases = list(draft.communicate_info or [])
     policy = domain.policy.casefold()
-    unquoted = [c for c in phrases if c.casefold() not in policy]
+    sentences = [p for p in map(fact_problem, phrases) if p]
+    if sentences:
+        raise DraftError("; ".join(sentences))
+    unquoted = [c for c in phrases if not states_fact(policy, c)]
     if unquoted:
-        raise DraftError(f"communicate_info phrases not found in the policy text: {unquoted}")
+        raise DraftError(f"communicate_info facts not found in the policy text: {unquoted}")
     walk = group[draft.candidate - 1]
     scenario = draft.scenario()
     missing = grounding_problems(scenario, walk.user_values)

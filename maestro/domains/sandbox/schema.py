@@ -385,6 +385,12 @@ def _check_default(annotation: Any, default: Any, where: str) -> None:
         raise SchemaError(f"{where}: its default cannot be checked ({exc!r}"[:300] + ")") from None
 
 
+def usable_field_name(name: str) -> bool:
+    """Whether a record model may have a field ``name`` (not a keyword, not private, not
+    pydantic's: ``model_*`` and BaseModel's own attributes such as ``copy``, ``json``)."""
+    return _usable_name(name)
+
+
 def _usable_name(name: str) -> bool:
     return (
         name.isidentifier()

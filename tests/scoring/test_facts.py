@@ -1,0 +1,95 @@
+"""COMMUNICATE's items are facts: stated in any case, punctuation and number format, refused
+when they are sentences, and the paraphrased yardstick restates them in other words."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from maestro.domains import inspect_package, load_domain
+from maestro.domains.facts import fact_problem, states_fact
+from maestro.domains.library import library_path
+from maestro.scoring import Scorer
+from maestro.simulation.scripted import gold_trajectory, paraphrased_trajectory, restated_summary
+
+TOY = Path(__file__).parents[1] / "fixtures" / "toy"
+
+
+@pytest.mark.parametrize(
+    ("text", "item"),
+    [
+        ("The total comes to $1,510.94, charged today.", "1510.94"),
+        ("That is 150 dollars.", "150.00"),
+        ("A refund of $150.00 is on its way", "$150"),
+        ("Your BASIC ECONOMY fare includes none.", "basic-economy"),
+        ("I found room r30133.", "R30133"),
+        ("It leaves on 2026-02-16 at 9:30.", "9:30"),
+        ("You may hold (2 checked bags) at most.", "2 checked bags"),
+    ],
+)
+def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, item: str) -> None:
+    assert states_fact(text, item)
+
+
+@pytest.mark.parametrize(
+    ("text", "item"),
+    [
+        ("I spoke with Kimberly.", "Kim"),
+        ("The fee is $450.", "45"),
+        ("You have 12 checked bags.", "2 checked bags"),
+        ("It leaves on 2026-02-17.", "2026-02-16"),
+        ("checked 2 bags", "2 checked bags"),
+        ("anything", "..."),
+    ],
+)
+def test_a_fact_is_not_stated_by_a_part_of_a_word_or_another_number(text: str, item: str) -> None:
+    assert not states_fact(text, item)
+
+
+def test_a_sentence_is_not_a_fact() -> None:
+    sentence = "Basic-economy bookings can hold at most 2 checked bags."
+    problem = fact_problem(sentence)
+    assert problem is not None and f"{sentence!r} is a sentence" in problem
+    assert fact_problem("one two three four five six seven eight") is not None
+    for fact in ("2 checked bags", "$45.00", "at most 3 checked bags per booking", "Okafor"):
+        assert fact_problem(fact) is None, fact
+    assert fact_problem("...") is not None
+
+
+def test_a_task_asking_for_a_sentence_is_a_load_problem(tmp_path: Path) -> None:
+    root = tmp_path / "toy"
+    shutil.copytree(TOY, root)
+    lines = (root / "tasks.jsonl").read_text().splitlines()
+    tasks = [json.loads(line) for line in lines if line.strip()]
+    with_info = next(t for t in tasks if t["evaluation_criteria"].get("communicate_info"))
+    with_info["evaluation_criteria"]["communicate_info"] = ["Only pending orders can be cancelled."]
+    (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    _, problems = inspect_package(str(root))
+    text = "\n".join(str(p) for p in problems)
+    assert with_info["id"] in text
+    assert "'Only pending orders can be cancelled.' is a sentence" in text
+
+
+@pytest.mark.parametrize("domain_id", ["hotel", "vetclinic", "energy"])
+def test_facts_restated_in_other_words_still_score_one_and_a_missing_one_fails(
+    domain_id: str,
+) -> None:
+    domain = load_domain(library_path(domain_id), trusted=True)
+    scorer = Scorer(domain)
+    tasks = [t for t in domain.tasks if t.evaluation_criteria.communicate_info]
+    assert tasks
+    for task in tasks:
+        restated = paraphrased_trajectory(domain, task)
+        assert restated is not None
+        said = restated.assistant_texts()[-1]
+        gold_said = gold_trajectory(domain, task).assistant_texts()[-1]
+        assert said == restated_summary(task) and said != gold_said
+        card = scorer.score(task, restated, None)
+        assert card.criteria["COMMUNICATE"].status == "pass", (task.id, said)
+        short = task.model_copy(deep=True)
+        short.evaluation_criteria.communicate_info.append("a fact never said 7919")
+        failing = scorer.score(short, restated, None)  # what was said lacks it
+        assert failing.criteria["COMMUNICATE"].status == "fail"
