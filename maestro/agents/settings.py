@@ -91,8 +91,8 @@ class EmbeddedModelSettings(BaseModel):
 #: The embedded model caps its roles apart (``EmbeddedModelSettings``).
 ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
     "judge": {"max_tokens": 2048},
-    # A blueprint or seed-data answer of a rich domain runs to 4-5k tokens.
-    "codegen": {"temperature": 0.2, "max_tokens": 8192},
+    # A 25-operation blueprint or a data program of eight tables runs to 6-7k tokens.
+    "codegen": {"temperature": 0.2, "max_tokens": 16384},
 }
 
 

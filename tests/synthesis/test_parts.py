@@ -402,7 +402,7 @@ def test_a_codegen_endpoint_set_by_one_variable_keeps_the_codegen_token_budget(
     monkeypatch.setenv("MAESTRO_JUDGE__MODEL", "judge")
     settings = load_llm_settings()
     assert settings.codegen.base_url == "http://127.0.0.1:9/v1"
-    assert (settings.codegen.max_tokens, settings.codegen.temperature) == (8192, 0.2)
+    assert (settings.codegen.max_tokens, settings.codegen.temperature) == (16384, 0.2)
     assert settings.judge.max_tokens == 2048
     monkeypatch.setenv("MAESTRO_CODEGEN__MAX_TOKENS", "3000")
     assert load_llm_settings().codegen.max_tokens == 3000
