@@ -7,7 +7,7 @@ import json
 import typer
 
 from maestro.cli.domains import load_or_exit
-from maestro.cli.inputs import seconds
+from maestro.cli.inputs import lake_or_exit, seconds
 from maestro.cli.prefect_api import flows_api
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.runner import BatchConfig
@@ -27,11 +27,14 @@ def simulate(
     ),
     judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, last."),
+    no_lake: bool = typer.Option(False, "--no-lake", help="Store nothing in the lake."),
+    lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
 ) -> None:
     """Simulate episodes of a domain's tasks and print pass^k."""
     task_ids = [t.strip() for t in tasks.split(",") if t.strip()] if tasks is not None else None
     if task_ids == []:  # "," or "": read as "no --tasks", it ran every task of the domain
         raise typer.BadParameter(f"{tasks!r} names no task id", param_hint="--tasks")
+    lake = None if no_lake else str(lake_or_exit(lake_root).root)
     domain = load_or_exit(domain_id)
     if task_ids:
         unknown = [t for t in task_ids if t not in {x.id for x in domain.tasks}]
@@ -68,6 +71,7 @@ def simulate(
             judge=judge,
             ray_workers=ray_workers,
             on_episode=progress,
+            lake_root=lake,
         )
     if as_json:
         print(report.model_dump_json())
@@ -91,3 +95,12 @@ def simulate(
         )
     for k, v in report.pass_hat_k.items():
         typer.echo(f"  pass^{k}: {v:.3f}   pass@{k}: {report.pass_at_k[k]:.3f}")
+    if report.failures:
+        typer.echo(f"  {len(report.failures)} episode(s) did not succeed:")
+    for f in report.failures:
+        ended = f.termination + (f" ({f.error})" if f.error else "")
+        typer.echo(f"  - {f.task_id} trial {f.trial}: reward {f.reward:g}, ended {ended}")
+        for line in f.criteria:
+            typer.echo(f"      {line}")
+    if report.run_id:
+        typer.echo(f"  stored as run {report.run_id}: maestro view {report.run_id}")

@@ -9,6 +9,7 @@ Flows take paths and plain values, not loaded objects: Prefect stores a flow's p
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, task
@@ -21,7 +22,7 @@ from maestro.flows.annotate import AnnotationSheet, export_sample
 from maestro.flows.annotations import ImportResult, import_labels
 from maestro.flows.endpoints import CODEGEN, model_endpoints
 from maestro.flows.progress import EpisodeProgress, progress_key
-from maestro.flows.simulate import SimulationReport, simulate_domain
+from maestro.flows.simulate import SimulationReport, simulate_domain, store_simulation
 from maestro.flows.synthesis import SynthesisParams, store_task, synthesize_task
 from maestro.simulation.episode import EpisodeResult
 from maestro.simulation.runner import BatchConfig
@@ -39,7 +40,10 @@ def simulate_and_score(
     judge: bool,
     ray_workers: int,
     on_episode: EpisodeHook | None,
+    lake_root: str | None = None,
 ) -> SimulationReport:
+    """``lake_root`` ("" for the default lake; None: nothing stored) receives the episodes and
+    their score cards under a new run id (the report's ``run_id``)."""
     domain = load_domain(domain_path, check_gold=False)
     try:
         total = len(task_ids or domain.tasks) * trials
@@ -50,17 +54,22 @@ def simulate_and_score(
             if on_episode is not None:
                 on_episode(e)
 
-        _, _, report = simulate_domain(
+        settings = load_llm_settings()
+        batch, cards, report = simulate_domain(
             domain,
             task_ids=task_ids,
             trials=trials,
-            settings=load_llm_settings(),
+            settings=settings,
             config=config,
             judge=judge,
             ray_workers=ray_workers,
             on_episode=each,
         )
         shown.finish()
+        if lake_root is not None:
+            run_id = "simulate-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+            store_simulation(_lake(lake_root), run_id, domain, batch, cards, settings)
+            report.run_id = run_id
         return report
     finally:
         domain.close()
@@ -75,10 +84,19 @@ def simulate_flow(
     judge: bool = True,
     ray_workers: int = 0,
     on_episode: EpisodeHook | None = None,
+    lake_root: str | None = None,
 ) -> SimulationReport:
-    """Simulate a domain's tasks ``trials`` times each, score the episodes, report pass^k."""
+    """Simulate a domain's tasks ``trials`` times each, score the episodes, report pass^k;
+    store them in the lake at ``lake_root`` ("" the default; None: not stored)."""
     return simulate_and_score(
-        Path(domain_path), task_ids, trials, config or BatchConfig(), judge, ray_workers, on_episode
+        Path(domain_path),
+        task_ids,
+        trials,
+        config or BatchConfig(),
+        judge,
+        ray_workers,
+        on_episode,
+        lake_root,
     )
 
 

@@ -16,7 +16,7 @@ from maestro.agents.client import CallRecorder
 from maestro.agents.judging import Judging, score_all
 from maestro.agents.settings import LLMSettings, load_llm_settings
 from maestro.domains.package import Domain
-from maestro.flows.endpoints import model_endpoints, roles_called
+from maestro.flows.endpoints import model_endpoints, model_name, roles_called
 from maestro.scoring.card import ScoreCard
 from maestro.scoring.external import Agreement, agreement
 from maestro.scoring.metrics import pass_at_k, pass_hat_k
@@ -24,6 +24,73 @@ from maestro.settings import RunSettings
 from maestro.simulation.episode import EpisodeResult
 from maestro.simulation.ray_support import ensure_ray
 from maestro.simulation.runner import BatchConfig, BatchResult, make_jobs, run_batch, run_on_ray
+from maestro.storage import Lake
+from maestro.storage.records import episode_row, score_row, write_unit_calls
+from maestro.storage.rows import EpisodeRow, ScoreRow
+
+
+class EpisodeFailure(BaseModel):
+    """An episode that did not succeed, and why: each criterion that failed or has no verdict,
+    with its reasons, and how the conversation ended."""
+
+    task_id: str
+    trial: int
+    reward: float
+    termination: str
+    error: str | None = None
+    #: "<CRITERION> <status>: <details>" for each criterion that did not pass.
+    criteria: list[str]
+
+
+def episode_failures(
+    episodes: Sequence[EpisodeResult], cards: Sequence[ScoreCard]
+) -> list[EpisodeFailure]:
+    """The episodes whose card is no success, each with its failed criteria's reasons."""
+    out = []
+    for e, card in zip(episodes, cards, strict=True):
+        if card.succeeded:
+            continue
+        out.append(
+            EpisodeFailure(
+                task_id=e.task_id,
+                trial=e.trial,
+                reward=card.reward,
+                termination=e.termination.value,
+                error=e.error,
+                criteria=[
+                    f"{name} {c.status}: {c.details}"
+                    for name, c in card.criteria.items()
+                    if c.status != "pass"
+                ],
+            )
+        )
+    return out
+
+
+def store_simulation(
+    lake: Lake,
+    run_id: str,
+    domain: Domain,
+    batch: BatchResult,
+    cards: Sequence[ScoreCard],
+    settings: LLMSettings,
+) -> None:
+    """The episodes, their LLM calls and their score cards in the lake under ``run_id`` (what
+    ``maestro view`` shows), in the nightly's order: calls, episodes, then scores."""
+    assistant, user = model_name(settings, "assistant"), model_name(settings, "user")
+    write_unit_calls(lake, run_id, {e.episode_key: None for e in batch.episodes}, batch.llm_calls)
+    lake.write(
+        EpisodeRow.TABLE,
+        [episode_row(run_id, e, domain.manifest.version, assistant, user) for e in batch.episodes],
+        run_id,
+        mode="insert",
+    )
+    lake.write(
+        ScoreRow.TABLE,
+        [score_row(run_id, e, c, assistant) for e, c in zip(batch.episodes, cards, strict=True)],
+        run_id,
+        mode="insert",
+    )
 
 
 class TaskOutcome(BaseModel):
@@ -58,6 +125,10 @@ class SimulationReport(BaseModel):
     external_checker: str | None = None
     external_pass_rate: float | None = None
     external_agreement: Agreement | None = None
+    #: Every episode that did not succeed, with the reasons of its failed criteria.
+    failures: list[EpisodeFailure] = []
+    #: The run the episodes and score cards are stored under (``maestro view RUN_ID``).
+    run_id: str | None = None
 
 
 def report(
@@ -103,6 +174,7 @@ def report(
         completion_tokens=sum(c.completion_tokens for c in batch.llm_calls),
         wall_s=batch.wall_s,
         per_task=per_task,
+        failures=episode_failures(batch.episodes, cards),
         **external_summary(cards),
     )
 

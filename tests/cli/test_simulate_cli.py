@@ -47,6 +47,31 @@ def test_simulate_prints_pass_hat_k_for_the_oracle_and_for_doing_nothing() -> No
     assert "pass^1: 0.000" in proc.stdout
 
 
+def test_a_failed_episode_says_why_and_is_stored_for_the_viewer(tmp_path: Path) -> None:
+    env = {**endpoints(""), "MAESTRO_LAKE_ROOT": str(tmp_path / "lake")}
+    with ScriptedServer(ServerConfig(mode="nothing")) as server:
+        env.update(endpoints(server.base_url))
+        args = ["simulate", "--domain", "hotel", "--tasks", "hotel_001", "--no-judge"]
+        proc = run(env, *args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        as_json = run(env, *args, "--json", "--no-lake")
+    out = proc.stdout
+    assert "1 episode(s) did not succeed:" in out
+    assert "- hotel_001 trial 0: reward 0, ended user_stop" in out
+    # each criterion that did not pass, with its reason
+    assert "      ACTION fail: unmatched: a1 get_reservation({'reservation_id': 'R30057'})" in out
+    assert "      COMMUNICATE fail: not communicated: 15:00; 336.38" in out
+    assert "      NL_ASSERTION pending: not yet judged" in out
+    run_id = out.split("stored as run ")[1].split(":")[0]
+    viewed = run(env, "view", run_id, "--no-serve", "--out", str(tmp_path / "page"))
+    assert viewed.returncode == 0, viewed.stderr[-2000:]
+    assert f"1 episodes, 1 tasks of run {run_id}" in viewed.stdout
+    report = json.loads(as_json.stdout.strip().splitlines()[-1])
+    (failure,) = report["failures"]
+    assert failure["task_id"] == "hotel_001" and report["run_id"] is None
+    assert any(c.startswith("COMMUNICATE fail") for c in failure["criteria"])
+
+
 def test_simulate_refuses_unknown_tasks_before_any_work() -> None:
     proc = run(
         endpoints("http://127.0.0.1:9/v1"), "simulate", "--domain", "hotel", "--tasks", "hotel_999"
