@@ -180,6 +180,23 @@ def test_the_policy_prompts_format_passes_its_check() -> None:
     assert policy_problem(team.POLICY, len(bp.policy_rules())) is None
 
 
+def test_the_policy_states_each_rule_once() -> None:
+    bp = team.blueprint(CONFIG)
+    text = prompt(policy_messages(bp, None, None))
+    assert "each rule stated once" in text
+    n = len(bp.policy_rules())
+    items = [line for line in team.POLICY.splitlines() if line[:1].isdigit()]
+    repeated = team.POLICY + f"{n + 1}. " + items[0].split(". ", 1)[1].upper().rstrip(".") + "\n"
+    problem = policy_problem(repeated, n)
+    assert problem is not None and problem.startswith("the policy states one rule twice: ")
+    assert "state each rule once" in problem
+    # An agent rule that says a rule again in other case and number is stated once.
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    raw["agent_rules"][0]["rule"] = raw["rules"][0].upper().replace(".", "")
+    again = team.blueprint(CONFIG, raw)
+    assert len(again.policy_rules()) == len(raw["rules"]) + len(raw["agent_rules"]) - 1
+
+
 def test_schemas_drop_what_grammar_converters_refuse() -> None:
     raw = BlueprintDraft.model_json_schema()
     assert "title" in json.dumps(raw) and "pattern" in json.dumps(raw)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from maestro.agents.client import json_schema_format
+from maestro.agents.codegen.blueprint import same_rule
 from maestro.agents.structured import AnswerRefused, json_object
 
 #: Schema keywords kept; everything else (titles, defaults, patterns, lengths) is dropped.
@@ -178,4 +179,8 @@ def policy_problem(policy: str, n_rules: int) -> str | None:
     items = [line for line in lines if re.match(r"^\d+\.\s", line)]
     if len(items) < max(1, n_rules):
         return f"the policy has {len(items)} numbered item(s); it needs one per rule ({n_rules})"
+    for i, a in enumerate(items):
+        for b in items[i + 1 :]:
+            if same_rule(a.split(".", 1)[1], b.split(".", 1)[1]):
+                return f"the policy states one rule twice: {a!r} and {b!r}; state each rule once"
     return None

@@ -197,6 +197,63 @@ def parse_when(value: Any, base: str) -> date | datetime | None:
     return parsed if "T" in value and parsed.tzinfo is None else None
 
 
+_STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "for",
+        "from",
+        "has",
+        "have",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "may",
+        "must",
+        "of",
+        "on",
+        "or",
+        "the",
+        "their",
+        "then",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",
+    ]
+)
+
+
+def rule_words(text: str) -> frozenset[str]:
+    """The words of a rule that carry its meaning (case, punctuation and small words aside)."""
+    words = (w for w in re.findall(r"[a-z0-9$%]+", text.lower()) if w not in _STOP_WORDS)
+    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def same_rule(a: str, b: str) -> bool:
+    """Whether two rule sentences say one rule: the same meaningful words, nearly (at least 80%
+    of the two's together), or one's all within the other's when it has five or more."""
+    wa, wb = rule_words(a), rule_words(b)
+    if not wa or not wb:
+        return wa == wb
+    small, large = sorted((wa, wb), key=len)
+    if len(small) >= 5 and small <= large:
+        return True
+    return len(wa & wb) / len(wa | wb) >= 0.8
+
+
 def check_ident(name: str, what: str) -> None:
     if not re.match(IDENT, name) or keyword.iskeyword(name):
         raise ValueError(f"{what} {name!r} is not a lowercase identifier")
@@ -416,9 +473,12 @@ class BlueprintDraft(_Strict):
         return [r for r in self.agent_rules if r.operation == name]
 
     def policy_rules(self) -> list[str]:
-        """Every rule the policy states: the rules, then the agent rules not already among them."""
-        out = list(self.rules)
-        out += [r.rule for r in self.agent_rules if r.rule not in out]
+        """Every rule the policy states once: the rules, then the agent rules that do not say
+        again what a rule says (:func:`same_rule`)."""
+        out: list[str] = []
+        for rule in [*self.rules, *(r.rule for r in self.agent_rules)]:
+            if not any(same_rule(rule, seen) for seen in out):
+                out.append(rule)
         return out
 
 

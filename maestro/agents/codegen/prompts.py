@@ -465,7 +465,7 @@ def policy_messages(bp: Blueprint, previous: str | None, feedback: str | None) -
         f"Write the policy an agent of {bp.name} ({bp.description}) must follow, in Markdown: a "
         "'# ' title line, one or two sentences on the agent's role, then a numbered list "
         "('1. ...') with one item per rule below, in plain words, keeping every number, limit "
-        "and condition exactly.",
+        "and condition exactly, each rule stated once (no item repeats another's rule).",
         clock_line(bp.clock),
         f"Rules:\n{rules}",
         "Answer with the Markdown only.",
