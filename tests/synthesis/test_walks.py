@@ -169,6 +169,18 @@ def test_walks_keep_to_one_customer_their_identity_and_the_rules(ferry: Domain, 
     }
 
 
+def test_refusals_go_to_different_customers_while_the_data_has_them(ferry: Domain) -> None:
+    """The car rental's drafts showed one customer's expired licence in 3 of 8 refusals."""
+    bp = team.blueprint(CONFIG)
+    guide = walk_guide(bp)
+    for rule in refusal_rules(bp)[1:]:  # before: 2 and 3 repeats over these six seeds
+        for seed in range(6):
+            _, plans = plan_walks(ferry, n=0, seed=seed, refusals=4, rules=[rule], guide=guide)
+            owners = [p.group[0].owner for p in plans if p.group]
+            assert len(owners) == 4 and None not in owners
+            assert len(set(owners)) == 4, (rule.operation, seed, owners)
+
+
 def test_no_write_sets_a_field_to_what_it_holds(ferry: Domain) -> None:
     """The food delivery check's address "changed" to the order's own address: the write
     changed the state (another effect) but asked for nothing. The guide calls it pointless, and

@@ -134,23 +134,34 @@ def plan_walks(
     plans: list[RefusalPlan] = []
     if rules:
         start = domain.start_session()
+        owners: set[Any] = set()  # the customers refusals have gone to: spread them
         for j in range(refusals):
             rule = rules[j % len(rules)]
-            group = sample_walks(
-                domain,
-                graph,
-                1,
-                seed=seed + 7919 + j,
-                max_writes=1,
-                optional_rate=0.6,
-                exclude=taken,
-                tools=[rule.operation],
-                anchors=rule.anchors(start),
-                keep=_applies(rule, start),
-                guide=without_rules(guide),
-                pinned=rule.aimed,
-            )
+            applies = _applies(rule, start)
+
+            def elsewhere(w: Walk, applies: Callable[[Walk], bool] = applies) -> bool:
+                return applies(w) and w.owner not in owners
+
+            group: list[Walk] = []
+            for fresh in (True, False):  # another customer when the data has one
+                group = sample_walks(
+                    domain,
+                    graph,
+                    1,
+                    seed=seed + 7919 + j,
+                    max_writes=1,
+                    optional_rate=0.6,
+                    exclude=taken,
+                    tools=[rule.operation],
+                    anchors=rule.anchors(start),
+                    keep=elsewhere if fresh else applies,
+                    guide=without_rules(guide),
+                    pinned=rule.aimed,
+                )
+                if group:
+                    break
             taken += [w.signature() for w in group]
+            owners.update(w.owner for w in group if w.owner is not None)
             plans.append(RefusalPlan(group, rule))
         return walks, plans
     pool = sample_walks(
