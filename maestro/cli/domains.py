@@ -219,6 +219,14 @@ def validate(
                     f"laws: {s['laws']}, broken by {s['law_violations']} record(s)",
                 )
             )
+            cov = s.get("coverage") or {}
+            if cov:
+                missing = ", ".join(cov["tools_never_in_gold"]) or "none"
+                kinds = ", ".join(f"{k} {v}" for k, v in cov["task_kinds"].items())
+                con.print(
+                    f"  tools in some task's gold: {cov['tools_in_gold']}/{cov['tools']} "
+                    f"(never: {missing}); tasks by kind: {kinds}"
+                )
             for p in check.summary()["problems"]:
                 con.print(styled("  ", ("✗", "red"), f" {p}"))
     failed = (

@@ -61,10 +61,18 @@ class Walk:
     owner: tuple[str, str] | None = None
     #: The identity lookup it starts with (the guide's), when it has one.
     identified: bool = False
+    #: An information request: it ends in a read whose answer the customer asks for, and
+    #: writes nothing.
+    asks: bool = False
 
     @property
     def writes(self) -> list[WalkStep]:
         return [s for s in self.steps if s.kind == "write"]
+
+    @property
+    def targets(self) -> list[WalkStep]:
+        """What the customer calls for: the writes, or an information request's last read."""
+        return [self.steps[-1]] if self.asks else self.writes
 
     @property
     def reads(self) -> list[WalkStep]:
@@ -72,13 +80,16 @@ class Walk:
 
     @property
     def required(self) -> list[WalkStep]:
-        """The calls a correct conversation must make: the identity lookup and the writes."""
-        return ([self.steps[0]] if self.identified else []) + self.writes
+        """The calls a correct conversation must make: the identity lookup and the writes (or
+        the read an information request asks for)."""
+        lead = [self.steps[0]] if self.identified and self.steps[0] is not self.steps[-1] else []
+        return lead + self.targets
 
     def signature(self) -> str:
-        """The writes with their grounded arguments: two walks with one signature are one task."""
+        """The writes (or the read asked for) with their grounded arguments: two walks with one
+        signature are one task."""
         return json.dumps(
-            [[s.name, {k: s.arguments[k] for k in s.grounded}] for s in self.writes],
+            [[s.name, {k: s.arguments[k] for k in s.grounded}] for s in self.targets],
             sort_keys=True,
             default=str,
         )
@@ -103,6 +114,8 @@ class WalkOptions:
     #: Values the first write's parameters are drawn from (a refusal aims at its rule's values).
     pinned: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     guide: WalkGuide = field(default_factory=WalkGuide)
+    #: Information requests: walks end in a read (not the identity lookup) and write nothing.
+    asks: bool = False
 
 
 def sample_walks(
@@ -122,6 +135,7 @@ def sample_walks(
     guide: WalkGuide | None = None,
     pinned: Mapping[str, Sequence[Any]] | None = None,
     discover: float = 0.7,
+    asks: bool = False,
 ) -> list[Walk]:
     """Up to ``n`` distinct walks (by :meth:`Walk.signature`), each grounded and executed.
 
@@ -130,7 +144,8 @@ def sample_walks(
     to); ``keep`` drops walks it refuses. ``guide`` says what the tool signatures cannot (the
     identity lookup, the fields parameters take, the calls an agent rule forbids: a refusal
     walk passes a guide without ``forbids``). Fewer than ``n`` come back when the attempts run
-    out: the domain's state allows no more.
+    out: the domain's state allows no more. ``asks``: information requests instead, each
+    ending in a read about the customer's records whose answer they ask for (a quote, a status).
     """
     options = WalkOptions(
         max_reads=max_reads,
@@ -141,10 +156,21 @@ def sample_walks(
         anchors=tuple(anchors) if anchors is not None else None,
         pinned=dict(pinned or {}),
         guide=guide or WalkGuide(),
+        asks=asks,
     )
     rng = random.Random(seed)
     writes = sorted(graph.writes(), key=lambda w: w.name)
-    starts = [w for w in writes if options.tools is None or w.name in options.tools]
+    if asks:
+        reads = [n for n in graph.nodes.values() if n.kind == "read"]
+        # A read about a record (it takes a key): the identity lookup and searches aside.
+        ends = [
+            n
+            for n in sorted(reads, key=lambda n: n.name)
+            if n.name != options.guide.identify and any(p.table and p.required for p in n.params)
+        ]
+    else:
+        ends = writes
+    starts = [w for w in ends if options.tools is None or w.name in options.tools]
     taken = set(exclude)
     walks: list[Walk] = []
     if not starts or options.anchors == ():
@@ -169,7 +195,7 @@ def sample_walks(
             continue
         dry += 1
         first = min(starts, key=lambda w: (made[w.name], rng.random()))
-        n_writes = 1 if max_writes < 2 or rng.random() < 0.7 else 2
+        n_writes = 1 if asks or max_writes < 2 or rng.random() < 0.7 else 2
         walk = _try_walk(domain, graph, writes, first, rng, n_writes, options)
         if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
             made[first.name] += 0.1
@@ -180,7 +206,7 @@ def sample_walks(
             if all(w.signature() != walk.signature() for w in reserve):
                 reserve.append(walk)
             continue
-        for step in walk.writes:
+        for step in walk.targets:
             made[step.name] = made.get(step.name, 0.0) + 1
         requests.add(request)
         taken.add(walk.signature())
@@ -194,7 +220,7 @@ def walk_request(domain: Domain, graph: ToolGraph, walk: Walk) -> str:
     but the customer's own records and dates (two customers applying WELCOME10 ask the same)."""
     scope = Scope.of(domain, domain.start_session(), graph.people)
     parts = []
-    for step in walk.writes:
+    for step in walk.targets:
         asked: dict[str, Any] = {}
         for p in graph.nodes[step.name].params:
             if p.name not in step.grounded or p.text_format:
@@ -248,7 +274,10 @@ def _try_walk(
             return None
         before = session.state_hash()
         out = domain.toolkit.call(session, node.name, args)
-        if not out.ok or session.state_hash() == before:
+        if options.asks:
+            if not out.ok or session.state_hash() != before or not _tells(out.content):
+                return None  # an information request is answered, and changes nothing
+        elif not out.ok or session.state_hash() == before:
             return None  # refused, or it changed nothing: not a step of a conversation
         calls.append((node, args))
     if guide.identify and scope.owner is None:
@@ -256,7 +285,15 @@ def _try_walk(
     lead = _lead_in(domain, graph, calls, scope, rng, options)
     if lead is None:
         return None
-    return _execute(domain, lead + calls, scope.owner, identified=bool(guide.identify))
+    return _execute(
+        domain, lead + calls, scope.owner, identified=bool(guide.identify), asks=options.asks
+    )
+
+
+def _tells(content: str) -> bool:
+    """Whether a read's answer holds something to tell (not empty, not a bare null)."""
+    value = loads(content)
+    return bool(value) and any(True for _ in strings(value))
 
 
 def _allowed(guide: WalkGuide, node: ToolNode, args: dict[str, Any], scope: Scope) -> bool:
@@ -412,10 +449,15 @@ def _keys_known(
 
 
 def _execute(
-    domain: Domain, calls: Sequence[Call], owner: tuple[str, str] | None, *, identified: bool
+    domain: Domain,
+    calls: Sequence[Call],
+    owner: tuple[str, str] | None,
+    *,
+    identified: bool,
+    asks: bool = False,
 ) -> Walk | None:
     result = replay_calls(domain, None, [(n.name, a) for n, a in calls])
-    if not result.ok or not result.session.diff():
+    if not result.ok or bool(result.session.diff()) == asks:
         return None
     start = domain.start_session()
     steps: list[WalkStep] = []
@@ -445,6 +487,7 @@ def _execute(
         result.session.diff().to_json(),
         owner,
         identified and bool(owner),
+        asks,
     )
 
 

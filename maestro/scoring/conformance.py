@@ -8,6 +8,7 @@ performed) → 0. NL assertions are reported as not yet judged.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,8 @@ class DomainCheck:
     problems: list[Problem] = field(default_factory=list)
     #: Each law of the domain checked on its database (``LawCheck.report``).
     laws: list[dict[str, Any]] = field(default_factory=list)
+    #: What the tasks cover (:func:`coverage`).
+    coverage: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -90,6 +93,7 @@ class DomainCheck:
             "null_fail": sum(t.null_fail for t in self.tasks),
             "perturbed_fail": sum(t.perturbed_fail for t in self.tasks),
             "nl_not_judged": sum(t.nl_pending for t in self.tasks),
+            "coverage": self.coverage,
             "problems": [str(p) for p in self.problems]
             + [f"task {t.task_id}: {msg}" for t in self.tasks for msg in t.problems],
         }
@@ -164,4 +168,27 @@ def check_domain(domain: Domain, load_problems: list[Problem] | None = None) -> 
     out = DomainCheck(domain.id, problems=list(load_problems or []))
     out.tasks = [check_task(domain, t, scorer) for t in domain.tasks]
     out.laws = domain.check_laws().report()
+    out.coverage = coverage(domain)
     return out
+
+
+def coverage(domain: Domain) -> dict[str, Any]:
+    """What a domain's tasks cover: each tool in some task's gold actions (or not), the tools
+    some refusal forbids, the tasks by kind, and the refusals by the rule they name."""
+    tools = sorted(domain.toolkit.specs)
+    in_gold = {a.name for t in domain.tasks for a in t.gold_actions}
+    refused = {a.name for t in domain.tasks for a in t.evaluation_criteria.forbidden_actions}
+    kinds = Counter(t.category or "uncategorised" for t in domain.tasks)
+    rules = Counter(
+        ((t.description.relevant_policies if t.description else None) or "(no rule named)")
+        for t in domain.tasks
+        if t.category == "refusal"
+    )
+    return {
+        "tools": len(tools),
+        "tools_in_gold": sum(name in in_gold for name in tools),
+        "tools_never_in_gold": [name for name in tools if name not in in_gold],
+        "tools_refused": sorted(refused),
+        "task_kinds": dict(sorted(kinds.items())),
+        "refusals_by_rule": dict(rules.most_common()),
+    }

@@ -26,6 +26,12 @@ def test_validate_all_prints_the_three_numbers_last() -> None:
     assert result["gold_pass"] == result["null_fail"] == result["perturbed_fail"] == 90
     assert result["problems"] == []
     assert set(result["per_domain"]) == {"energy", "hotel", "vetclinic"}
+    # What each domain's tasks cover: the tools in some gold, the kinds of task.
+    hotel = result["per_domain"]["hotel"]["coverage"]
+    assert hotel["tools"] == 22 and hotel["tools_in_gold"] == 20
+    assert hotel["tools_never_in_gold"] == ["list_hotels", "remove_add_on"]
+    assert sum(hotel["task_kinds"].values()) == 30 and hotel["task_kinds"]["refusal"] == 5
+    assert sum(hotel["refusals_by_rule"].values()) == 5
 
 
 def test_validate_a_package_folder(tmp_path: Path) -> None:

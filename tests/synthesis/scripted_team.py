@@ -678,6 +678,36 @@ def scenario(walk: Walk, i: int) -> str:
     )
 
 
+def fact_of(content: str) -> str:
+    """A fact of a read's answer a customer would ask about: a status, else the first amount."""
+    value = json.loads(content)
+    rows = value if isinstance(value, list) else [value]
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("status"), str):
+            return str(row["status"])
+    for row in rows:
+        for v in row.values() if isinstance(row, dict) else []:
+            if isinstance(v, float):
+                return f"{v:.2f}"
+    raise AssertionError(f"no fact to tell in {content[:200]}")
+
+
+def info(walk: Walk) -> str:
+    """An information request's scenario: the customer asks, the answer's status is the fact."""
+    values = " ".join(str(v) for v in walk.user_values.values() if not isinstance(v, bool))
+    return json.dumps(
+        {
+            "persona": "A passenger who likes to check before travelling.",
+            "reason_for_call": "You want to know where your ferry booking stands.",
+            "known_info": f"Your details: {values}.",
+            "unknown_info": None,
+            "task_instructions": "Give your details when asked, then thank the agent.",
+            "nl_assertions": ["The agent tells the passenger what the booking shows."],
+            "communicate_info": [fact_of(walk.steps[-1].content)],
+        }
+    )
+
+
 def scenario_knowing_everything(synthesis_id: str, config: SynthesisConfig) -> str:
     """A scenario whose customer knows every value of the database: it fits any walk."""
     db = json.loads(package_files(synthesis_id, config)["db.json"])
@@ -744,9 +774,13 @@ def task_replies(
                 refusals=config.refusals,
                 rules=refusal_rules(bp),
                 guide=walk_guide(bp),
+                asks=config.information,
             )
     did = domain_id(synthesis_id)
-    out = {f"synthesis/{did}/walk-{i}": [scenario(w, i)] for i, w in enumerate(walks)}
+    writes = [w for w in walks if not w.asks]
+    out = {f"synthesis/{did}/walk-{i}": [scenario(w, i)] for i, w in enumerate(writes)}
+    for i, w in enumerate(w for w in walks if w.asks):
+        out[f"synthesis/{did}/info-{i}"] = [info(w)]
     for j, plan in enumerate(plans):
         if plan.group:
             out[f"synthesis/{did}/refusal-{j}"] = [refusal(plan.group[0])]

@@ -39,11 +39,24 @@ from maestro.agents.codegen.prompts import (
     review_messages,
     tool_messages,
 )
-from maestro.agents.codegen.scenario_prompts import refusal_prompt, walk_prompt
-from maestro.agents.codegen.scenarios import RefusalDraft, ScenarioDraft, parse_draft, plan_walks
+from maestro.agents.codegen.scenario_prompts import (
+    DraftError,
+    InfoDraft,
+    info_prompt,
+    refusal_prompt,
+    walk_prompt,
+)
+from maestro.agents.codegen.scenarios import (
+    RefusalDraft,
+    ScenarioDraft,
+    _info_task,
+    parse_draft,
+    plan_walks,
+)
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.agents.codegen.tools_code import normalise_tool
 from maestro.domains import Domain
+from maestro.scoring.conformance import check_task
 from tests.synthesis import scripted_team as team
 
 CONFIG = SynthesisConfig()
@@ -141,6 +154,36 @@ def test_the_scenario_and_refusal_prompts_shapes_parse(toy: Domain) -> None:
     for answer in (none, full):
         parse_draft(json.dumps(answer), RefusalDraft)
         jsonschema.validate(answer, schema)
+
+
+def test_the_information_prompts_shape_parses_and_its_rules_refuse_what_they_say(
+    toy: Domain,
+) -> None:
+    walks, _ = plan_walks(toy, n=1, seed=0, asks=1)
+    (asked,) = [w for w in walks if w.asks]
+    text = info_prompt(toy, asked)
+    (shape,) = json_objects(text.split("exactly these keys:")[1])
+    parse_draft(json.dumps(shape), InfoDraft)
+    jsonschema.validate(shape, schema_of(response_format("information", InfoDraft)))
+    assert "never a sentence" in text and "never in known_info" in text
+    known = " ".join(str(v) for v in asked.user_values.values())
+    answer = json.loads(asked.steps[-1].content)
+    row = answer[0] if isinstance(answer, list) else answer
+    fact = str(next(v for k, v in row.items() if k == "status"))
+    good = {**shape, "known_info": f"I am {known}.", "communicate_info": [fact]}
+    task = _info_task(toy, asked, parse_draft(json.dumps(good), InfoDraft))
+    assert task.category == "read" and task.evaluation_criteria.communicate_info == [fact]
+    assert check_task(toy, task).ok
+    for facts, told in [
+        (["never shown 7919"], "is not a value of the last answer"),
+        ([fact], "is what the customer calls to learn"),
+        (["The order has shipped and is on its way to you today."], "is a sentence"),
+    ]:
+        bad = {**good, "communicate_info": facts}
+        if told.startswith("is what"):
+            bad["known_info"] += f" It is {fact}."
+        with pytest.raises(DraftError, match=told):
+            _info_task(toy, asked, parse_draft(json.dumps(bad), InfoDraft))
 
 
 def test_the_review_prompts_examples_parse() -> None:

@@ -17,6 +17,7 @@ from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult, run_
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.cli.domains import validate_targets
 from maestro.domains import inspect_package, replay_gold
+from maestro.domains.models import RewardType
 from tests.conftest import role_settings
 from tests.synthesis import scripted_team as team
 from tests.synthesis.test_walks import assert_a_person_would_ask
@@ -90,7 +91,12 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     }
     assert 4 < sizes["refunds"] < 40
     refusals = [t for t in domain.tasks if t.category == "refusal"]
-    assert len(domain.tasks) == 13 and len(refusals) == 3
+    asked = [t for t in domain.tasks if t.category == "read"]
+    assert len(domain.tasks) == 13 and len(refusals) == 3 and len(asked) == CONFIG.information
+    for task in asked:  # an information request: nothing changes, its facts are told
+        crit = task.evaluation_criteria
+        assert crit.communicate_info and RewardType.COMMUNICATE in crit.reward_basis
+        assert replay_gold(domain, task).session.diff().to_json() == []
     assert all(replay_gold(domain, t).ok for t in domain.tasks)
     # Every task is one a person would bring: one customer, found first by their own email and
     # date of birth, nothing an agent rule forbids unless it is a refusal, values from each
@@ -117,7 +123,7 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
         for ep, _, b in server.model.requests
         if ep.startswith("synthesis/")
     }
-    assert task_formats == {"scenario", "refusal"}
+    assert task_formats == {"scenario", "refusal", "information"}
 
 
 def test_every_refused_answer_goes_back_with_itself_and_the_error(

@@ -21,6 +21,7 @@ from maestro.agents.codegen.scenario_prompts import refusal_prompt
 from maestro.agents.codegen.scenarios import plan_walks
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
+from maestro.domains.facts import states_fact
 from maestro.domains.models import Action, Task
 from maestro.domains.sandbox import load_sandboxed_domain
 from maestro.domains.store import Session
@@ -97,6 +98,17 @@ def assert_a_person_would_ask(domain: Domain, task: Task) -> None:
     # 7: the identity check comes first, with the customer's own identifiers.
     first, *writes = crit.actions
     assert (first.name, first.arguments) == ("find_passenger", identity), task.id
+    if task.category == "read":
+        # An information request: one read about the customer's own records, nothing changed,
+        # and its answer holds every fact the agent must tell, which the customer does not know.
+        (asked,) = writes
+        before = session.state_hash()
+        out = domain.toolkit.call(session, asked.name, asked.arguments)
+        assert out.ok and out.kind == "read" and session.state_hash() == before, task.id
+        known = task.user_scenario.instructions.known_info or ""
+        for fact in crit.communicate_info:
+            assert states_fact(out.content, fact) and not states_fact(known, fact), (task.id, fact)
+        return
     for a in writes:
         # 1: no agent rule forbids it on the state it runs on; 8: it changes what it names.
         assert not guide.forbids(a.name, a.arguments, session), (task.id, a.name, a.arguments)

@@ -33,6 +33,8 @@ SCENARIO_SHAPE = {
 
 REFUSAL_SHAPE = {"candidate": 1, "rule": "...", "communicate_info": ["..."], **SCENARIO_SHAPE}
 
+INFO_SHAPE = {**SCENARIO_SHAPE, "communicate_info": ["..."]}
+
 #: The answer when no candidate is forbidden: the other keys may be left out or null.
 REFUSAL_NONE = {"candidate": None}
 
@@ -58,6 +60,42 @@ of these exact values: {user_values}. Include in known_info what the policy need
 customer's identity, copied from their record above (such as their name, email or date of
 birth). Do not tell the customer the tool names. Then write 1 to 5 assertions a judge can check
 in the transcript (what the agent must say or do).
+
+The simulated customer gives known_info only when the agent asks for it: so reason_for_call
+states what the customer opens with, and task_instructions never tell the customer to give a
+value of known_info unprompted (write "when the agent asks, give ..." or leave it to known_info).
+Be brief: every text value is one or two sentences, all of them strings (no nested objects);
+unknown_info is a string or null.
+Answer with one JSON object only, no other text, with exactly these keys:
+{shape}"""
+
+INFO_PROMPT = """You write test scenarios for a customer-service AI agent of this business:
+{description}
+{clock}
+
+# The agent's policy
+{policy}
+
+# What the customer wants to know
+A correct conversation makes these tool calls, in this order (results shown); the last answer
+tells the customer what they call to learn, and nothing is changed:
+{calls}
+
+# Records involved (from the live database)
+{records}
+{notes}
+# Your job
+Write a customer who calls to learn something the last answer above tells (what a quote comes
+to, the status or date of their booking, a balance, what is left), and the facts the agent must
+tell them: "communicate_info" lists 1 to 3 of them, each a value as the last answer shows it
+(an amount, a date, a status, a count, a name) in at most 7 words, never a sentence. The
+customer does not know these facts: they are never in known_info, reason_for_call or
+task_instructions. The customer is one person, the one these records belong to, calling about
+their own records today. The customer must know, and state in known_info, each of these exact
+values: {user_values}. Include in known_info what the policy needs to verify the customer's
+identity, copied from their record above. Do not tell the customer the tool names. Then write 1
+to 5 assertions a judge can check in the transcript (what the agent must say or do; the agent
+changes nothing).
 
 The simulated customer gives known_info only when the agent asks for it: so reason_for_call
 states what the customer opens with, and task_instructions never tell the customer to give a
@@ -175,6 +213,24 @@ def walk_prompt(domain: Domain, walk: Walk, notes: str | None = None) -> str:
     )
 
 
+def info_prompt(domain: Domain, walk: Walk, notes: str | None = None) -> str:
+    """An information request: the calls that answer it, and the customer who asks."""
+    calls = "\n".join(
+        f"{i}. {s.name}({json.dumps(s.arguments, default=str)}) -> {clip(s.content, _RESULT_CHARS)}"
+        for i, s in enumerate(walk.steps, start=1)
+    )
+    return INFO_PROMPT.format(
+        description=_description(domain),
+        clock=clock_text(domain),
+        policy=clip(domain.policy, _POLICY_CHARS),
+        calls=calls,
+        records=records_text(domain, [walk]),
+        user_values=_values(walk.user_values),
+        shape=json.dumps(INFO_SHAPE),
+        notes=_notes(notes),
+    )
+
+
 def refusal_prompt(
     domain: Domain, group: list[Walk], rule: str | None, notes: str | None = None
 ) -> str:
@@ -218,6 +274,16 @@ class ScenarioDraft(BaseModel):
     unknown_info: str | None = None
     task_instructions: str = Field(min_length=1)
     nl_assertions: list[str] = Field(min_length=1, max_length=5)
+
+
+class InfoDraft(ScenarioDraft):
+    """What the model writes for an information request: the customer, and the facts of the
+    last answer the agent must tell them."""
+
+    communicate_info: list[str] = Field(min_length=1, max_length=3)
+
+    def scenario(self) -> ScenarioDraft:
+        return ScenarioDraft(**self.model_dump(exclude={"communicate_info"}))
 
 
 class RefusalDraft(BaseModel):

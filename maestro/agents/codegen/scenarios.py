@@ -26,9 +26,11 @@ from maestro.agents.client import ChatClient, Endpoints, ProviderError
 from maestro.agents.codegen.answers import response_format
 from maestro.agents.codegen.scenario_prompts import (
     DraftError,
+    InfoDraft,
     RefusalDraft,
     ScenarioDraft,
     grounding_problems,
+    info_prompt,
     parse_draft,
     refusal_prompt,
     walk_prompt,
@@ -117,9 +119,12 @@ def plan_walks(
     rules: list[RefusalRule] | None = None,
     guide: WalkGuide | None = None,
     exclude: Sequence[str] = (),
+    asks: int = 0,
 ) -> tuple[list[Walk], list[RefusalPlan]]:
     """The walks ``synthesize_tasks`` dresses for this seed, and its refusal requests. No model
-    call. ``exclude`` holds signatures no walk may take (tasks a reviewer dropped).
+    call. ``exclude`` holds signatures no walk may take (tasks a reviewer dropped). Up to
+    ``asks`` of the ``n`` walks are information requests (``Walk.asks``: a read the customer
+    asks about, nothing written), after the others.
 
     With ``rules``, each refusal takes its turn of the rules and has one candidate: a single
     write of the rule's operation, started from a record the rule applies to, its parameters
@@ -129,7 +134,13 @@ def plan_walks(
     lookup first, parameters from their own fields, nothing an agent rule forbids."""
     graph = build_tool_graph(domain, seed=seed, guide=guide)
     existing = [task_signature(domain, t) for t in domain.tasks] + list(exclude)
-    walks = sample_walks(domain, graph, n, seed=seed, exclude=existing, guide=guide)
+    questions = sample_walks(
+        domain, graph, min(asks, n), seed=seed + 104729, exclude=existing, guide=guide, asks=True
+    )
+    walks = sample_walks(
+        domain, graph, n - len(questions), seed=seed, exclude=existing, guide=guide
+    )
+    walks += questions
     taken = existing + [w.signature() for w in walks]
     plans: list[RefusalPlan] = []
     if rules:
@@ -204,6 +215,7 @@ async def synthesize_tasks(
     guide: WalkGuide | None = None,
     exclude: Sequence[str] = (),
     notes: str | None = None,
+    asks: int = 0,
 ) -> TaskSynthesis:
     """Up to ``n`` walk tasks and ``refusals`` refusal tasks for a domain, all ``synthesized``.
 
@@ -218,7 +230,14 @@ async def synthesize_tasks(
     """
     out = TaskSynthesis()
     walks, plans = plan_walks(
-        domain, n=n, seed=seed, refusals=refusals, rules=rules, guide=guide, exclude=exclude
+        domain,
+        n=n,
+        seed=seed,
+        refusals=refusals,
+        rules=rules,
+        guide=guide,
+        exclude=exclude,
+        asks=asks,
     )
     out.walks = len(walks)
     if len(walks) < n:
@@ -231,7 +250,9 @@ async def synthesize_tasks(
         async with gate:
             return await _synthesize_one(domain, client, kind, i, plan, out, attempts, notes)
 
-    jobs = [one("walk", i, RefusalPlan([w])) for i, w in enumerate(walks)]
+    writes = [w for w in walks if not w.asks]
+    jobs = [one("walk", i, RefusalPlan([w])) for i, w in enumerate(writes)]
+    jobs += [one("info", i, RefusalPlan([w])) for i, w in enumerate(w for w in walks if w.asks)]
     for j, plan in enumerate(plans):
         if plan.group:
             jobs.append(one("refusal", j, plan))
@@ -255,6 +276,7 @@ async def synthesize_tasks(
 
 _SCENARIO_FORMAT = response_format("scenario", ScenarioDraft)
 _REFUSAL_FORMAT = response_format("refusal", RefusalDraft)
+_INFO_FORMAT = response_format("information", InfoDraft)
 
 
 async def _synthesize_one(
@@ -272,14 +294,22 @@ async def _synthesize_one(
     group = plan.group
     if refusal:
         prompt = refusal_prompt(domain, group, plan.rule.rule if plan.rule else None, notes)
+        fmt = _REFUSAL_FORMAT
+    elif kind == "info":
+        prompt, fmt = info_prompt(domain, group[0], notes), _INFO_FORMAT
     else:
-        prompt = walk_prompt(domain, group[0], notes)
-    fmt = _REFUSAL_FORMAT if refusal else _SCENARIO_FORMAT
+        prompt, fmt = walk_prompt(domain, group[0], notes), _SCENARIO_FORMAT
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
 
     def parse(text: str | None) -> Task:
         if refusal:
             task = _refusal_task(domain, group, parse_draft(text, RefusalDraft))
+        elif kind == "info":
+            info = parse_draft(text, InfoDraft)
+            found = grounding_problems(info.scenario(), group[0].user_values)
+            if found:
+                raise DraftError("; ".join(found))
+            task = _info_task(domain, group[0], info)
         else:
             draft = parse_draft(text, ScenarioDraft)
             found = grounding_problems(draft, group[0].user_values)
@@ -367,6 +397,50 @@ def _walk_task(domain: Domain, walk: Walk, draft: ScenarioDraft) -> Task:
     )
 
 
+def _info_task(domain: Domain, walk: Walk, draft: InfoDraft) -> Task:
+    """An information request: the reads that answer it (the last one's grounded arguments
+    compared), nothing changed, and the facts of its answer the agent must tell."""
+    answer = walk.steps[-1].content
+    problems = [p for p in map(fact_problem, draft.communicate_info) if p]
+    told = " ".join([draft.known_info, draft.reason_for_call, draft.task_instructions])
+    for fact in draft.communicate_info:
+        if not states_fact(answer, fact):
+            problems.append(
+                f"communicate_info {fact!r} is not a value of the last answer "
+                f"({walk.steps[-1].name}'s): copy the values it shows"
+            )
+        elif states_fact(told, fact):
+            problems.append(
+                f"communicate_info {fact!r} is what the customer calls to learn: it cannot be in "
+                "known_info, reason_for_call or task_instructions"
+            )
+    if problems:
+        raise DraftError("; ".join(problems))
+    task = _walk_task(domain, walk, draft.scenario())
+    crit = task.evaluation_criteria
+    path = " -> ".join(s.name for s in walk.steps)
+    return task.model_copy(
+        update={
+            "description": TaskDescription(
+                purpose=f"Synthesized information request: {path}",
+                notes=f"expected state hash {walk.expected_state_hash}",
+            ),
+            "evaluation_criteria": crit.model_copy(
+                update={
+                    "communicate_info": list(draft.communicate_info),
+                    "reward_basis": [
+                        RewardType.DB,
+                        RewardType.ACTION,
+                        RewardType.COMMUNICATE,
+                        RewardType.NL_ASSERTION,
+                    ],
+                }
+            ),
+            "category": "read",
+        }
+    )
+
+
 def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Task:
     if draft.candidate is None:
         raise _NoForbidden(f"the model found no forbidden candidate ({draft.rule or 'no rule'})")
@@ -420,7 +494,7 @@ def _finish(
     task: Task, domain: Domain, taken: set[str], seed: int, client: ChatClient, stamp: str
 ) -> Task:
     """The task with a fresh id and its provenance."""
-    prefix = "r" if task.category == "refusal" else "w"
+    prefix = {"refusal": "r", "read": "q"}.get(task.category or "", "w")
     i = 1
     while f"{domain.id}_syn{seed}_{prefix}{i:03d}" in taken:
         i += 1
@@ -461,6 +535,8 @@ def task_signature(domain: Domain, task: Task) -> str:
     """The signature a walk of this task's gold writes would have (see Walk.signature)."""
     specs = domain.toolkit.specs
     writes = [a for a in task.gold_actions if a.name in specs and specs[a.name].kind == "write"]
+    if not writes and task.category == "read" and task.gold_actions:
+        writes = task.gold_actions[-1:]  # an information request: the read it asks for
     return json.dumps([[a.name, a.compared()] for a in writes], sort_keys=True, default=str)
 
 

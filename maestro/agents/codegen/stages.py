@@ -452,6 +452,7 @@ class SynthesisTeam:
                     # What the reviewer refused is not made again, and its finding is told.
                     exclude=[task_signature(domain, t) for t in dropped],
                     notes=state.get("task_notes"),
+                    asks=max(0, cfg.information - sum(t.category == "read" for t in kept)),
                 )
         except DomainLoadError as exc:
             error = "; ".join(str(p) for p in exc.problems)

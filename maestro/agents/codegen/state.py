@@ -36,6 +36,9 @@ class SynthesisConfig(BaseModel):
     #: Walk tasks and refusal tasks asked for.
     n_tasks: int = Field(10, ge=1, le=200)
     refusals: int = Field(3, ge=0, le=50)
+    #: Of the walk tasks, up to this many are information requests (a quote, a status: the
+    #: customer asks, the agent reads and tells, nothing changes).
+    information: int = Field(2, ge=0, le=50)
     #: Fewest tasks (refusals included) and fewest refusals for the domain to be kept.
     min_tasks: int = Field(8, ge=1)
     min_refusals: int = Field(1, ge=0)
