@@ -260,6 +260,36 @@ def test_a_law_no_world_keeps_goes_back_to_the_blueprint(
     )
 
 
+def test_a_reviewers_finding_is_not_held_against_the_failures_before_success(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """A capable model's bank brief: the data stage used its three attempts to pass, the
+    reviewer then found a data problem, and the synthesis was rejected without a try."""
+    finding = json.dumps(
+        {"verdict": "fix", "stage": "policy", "tool": "", "problem": "Rule 3 lost its limit."}
+    )
+    replies = team.team_replies(
+        policy=["Rules: be nice.", team.POLICY, team.POLICY], review=[finding, team.OK]
+    )
+    # The second policy is the fix the review asks for: it comes after the first review.
+    *head, fixed, first_review, ok = replies
+    team.queue(server, "settled", [*head, first_review, fixed, ok])
+    team.queue_tasks(server, "settled", CONFIG)
+    team.queue_tasks(server, "settled", CONFIG, attempt=2)  # made again on the new policy
+
+    result = synthesize(server, tmp_path, "settled")
+
+    assert result.status == "accepted", result.reason
+    server.assert_done()
+    assert [(s, a, o) for s, a, o in stages(result) if s in ("policy", "review")] == [
+        ("policy", 1, "failed"),
+        ("policy", 2, "ok"),
+        ("review", 1, "failed"),
+        ("policy", 3, "ok"),  # 3 attempts, the bound is 2: one failure since its success
+        ("review", 2, "ok"),
+    ]
+
+
 def test_a_crash_resumes_after_the_last_finished_stage(
     server: ScriptedServer, tmp_path: Path
 ) -> None:

@@ -151,19 +151,32 @@ class SynthesisTeam:
         return {
             **update,
             "feedback": feedback,
+            "settled": {**state.get("settled", {}), att.stage: att.number},
             "events": [self._event(state, att, "ok", detail)],
             "route": route,
         }
 
     def _failed(
-        self, state: SynthesisState, att: _Attempt, owner: str, error: str, **update: Any
+        self,
+        state: SynthesisState,
+        att: _Attempt,
+        owner: str,
+        error: str,
+        *,
+        since_settled: bool = False,
+        **update: Any,
     ) -> Update:
-        """Send the error back to the stage that owns it, or reject when it has no attempts left."""
+        """Send the error back to the stage that owns it, or reject when it has no attempts left.
+        ``since_settled`` (a reviewer's finding on a stage that succeeded) counts only the
+        owner's attempts since its last success: its earlier failures are not held against it."""
         used = {**state.get("attempts", {}), **update.get("attempts", {})}.get(owner, 0)
+        if since_settled:
+            used -= state.get("settled", {}).get(owner, 0)
         if used >= self.config.max_iterations:
             reason = (
-                f"stage {owner} failed {used} time(s), the bound is "
-                f"{self.config.max_iterations}; last error: {error}"
+                f"stage {owner} failed {used} time(s)"
+                + (" since its last success" if since_settled else "")
+                + f", the bound is {self.config.max_iterations}; last error: {error}"
             )
             event = self._event(state, att, "rejected", error)
             return {**update, "events": [event], "route": "reject", "reason": reason}
@@ -535,9 +548,10 @@ class SynthesisTeam:
         if finding.owner.startswith("tools:"):
             name = finding.owner.split(":", 1)[1]
             update["tools"] = {k: v for k, v in state["tools"].items() if k != name}
-        return self._failed(
-            state, att, finding.owner, f"the reviewer found: {finding.problem}", **update
-        )
+        found = f"the reviewer found: {finding.problem}"
+        if attempts["review"] >= self.config.max_iterations:  # the reviewer's own bound
+            return self._failed(state, att, "review", found, **update)
+        return self._failed(state, att, finding.owner, found, since_settled=True, **update)
 
     def _tasks_refused(
         self, state: SynthesisState, att: _Attempt, finding: ReviewFinding, lines: list[str],

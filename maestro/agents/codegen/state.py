@@ -100,6 +100,9 @@ class SynthesisState(TypedDict, total=False):
     drafts: dict[str, str]
     #: Attempts so far, by stage (``tools:<operation>`` for one tool).
     attempts: dict[str, int]
+    #: The attempt at which each stage last succeeded (a reviewer's finding is bounded by the
+    #: failures since, not by those before it succeeded).
+    settled: dict[str, int]
     #: The error a stage's next attempt must fix, by stage.
     feedback: dict[str, str]
     #: Tasks a failed tasks attempt kept (tasks.jsonl lines); the next attempt adds to them.
