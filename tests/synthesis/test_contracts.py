@@ -23,7 +23,7 @@ from maestro.agents.codegen.answers import (
     policy_problem,
     response_format,
 )
-from maestro.agents.codegen.blueprint import BlueprintDraft
+from maestro.agents.codegen.blueprint import BlueprintDraft, BlueprintError
 from maestro.agents.codegen.generator import (
     GENERATOR_IMPORTS,
     Sizes,
@@ -138,6 +138,52 @@ def test_the_data_prompts_program_shape_is_what_the_host_runs(tmp_path: Path) ->
         normalise_generator(bp, program.replace("def make_refunds", "def make_refund"))
     with pytest.raises(ParseError, match="no imports"):
         normalise_generator(bp, "import os\n" + program)
+
+
+def _quote_returning(n: int) -> dict[str, Any]:
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    quote = next(op for op in raw["operations"] if op["kind"] == "quote")
+    quote["returns"] = {f"v{i}": "booking_id.fare_paid" for i in range(n)}
+    return raw
+
+
+def _create_taking_its_key() -> dict[str, Any]:
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    book = next(op for op in raw["operations"] if op["name"] == "book_sailing")
+    book["params"]["booking_id"] = "str"
+    book["requires"].append({"check": "$booking_id != ''"})
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("stated", "kept", "broken", "told"),
+    [
+        ('returns" names\n    each value it computes (at most 8)', 8, 9, "at most 8 items"),
+        ("the table's key is\n    never one of its params", None, None, "cannot be a parameter"),
+    ],
+)
+def test_each_blueprint_rule_is_stated_and_its_refusal_says_it(
+    stated: str, kept: int | None, broken: int | None, told: str
+) -> None:
+    text = prompt(blueprint_messages(team.BRIEF, "transport", CONFIG.clock, None, None))
+    assert stated in text
+    if kept is not None and broken is not None:
+        parse_blueprint(_quote_returning(kept), clock=CONFIG.clock)  # written to the rule
+        bad = _quote_returning(broken)
+    else:
+        bad = _create_taking_its_key()
+    with pytest.raises(BlueprintError, match=told):
+        parse_blueprint(bad, clock=CONFIG.clock)
+
+
+def test_the_data_prompts_constant_rule_is_stated_and_its_refusal_says_it() -> None:
+    bp = team.blueprint(CONFIG)
+    text = prompt(data_messages(bp, CONFIG.limits(), None, None))
+    assert "a constant is a literal" in text and "compute dates inside the functions" in text
+    program = team.DATA_PROGRAM
+    normalise_generator(bp, "LIMIT = [1, 2, 3]\n" + program)  # a literal: kept
+    with pytest.raises(ParseError, match="a top-level constant is a literal"):
+        normalise_generator(bp, "START = date(2026, 1, 1)\n" + program)
 
 
 def test_the_scenario_and_refusal_prompts_shapes_parse(toy: Domain) -> None:

@@ -103,10 +103,11 @@ BLUEPRINT_LANGUAGE = """The language:
   - kind list: "by" lists fields (a ref such as customer_id, or what a customer knows such as
     a city); params are exactly those fields; returns every matching record.
   - kind quote: params hold the table's key (and what the quote depends on); "returns" names
-    each value it computes, as an expression ({"fee": "round(rental_id.daily_rate * $days,
+    each value it computes (at most 8), as an expression ({"fee": "round(rental_id.daily_rate * $days,
     2)"}); it changes nothing.
   - kind update: params hold the table's key; changes records.
-  - kind create: adds a record to "table" under a new key the tool makes (not a param);
+  - kind create: adds a record to "table" under a new key the tool makes: the table's key is
+    never one of its params (a replacement card names the old one lost_card_id, not card_id);
     "adds" names more records the same call adds ({"charge": "damage_charges"}: its fields are
     set as charge.amount, ...).
   - A parameter named like a table's key (order_id) or ending with _<key> (new_slot_id) names a
@@ -267,7 +268,9 @@ def data_messages(
         "district); fake(rng, country='US') -> a seeded Faker (fake(rng).company(), "
         ".license_plate(), ...). Dates are written 'YYYY-MM-DD', datetimes "
         "'YYYY-MM-DDTHH:MM:SS' (d.isoformat(), dt.isoformat(timespec='seconds')).",
-        "- Only the functions and constants at the top level; no imports, no other statements. "
+        "- Only the functions and constants at the top level; no imports, no other statements; "
+        "a constant is a literal (numbers, texts, lists and dicts of them): compute dates "
+        "inside the functions. "
         "The program runs in a sandbox: no files, no network, no clock but db.today() and "
         "db.now(); each table must be made within a minute.",
         "",
