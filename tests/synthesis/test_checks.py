@@ -168,3 +168,31 @@ def test_each_kind_gets_its_tests_with_the_clock_edges() -> None:
         "requested_on",
     ]
     assert [(a.name, a.table) for a in success.creates] == [("new", "refunds")]
+
+
+def test_a_rule_met_two_hops_away_is_met_from_a_record_that_has_them() -> None:
+    """A capable model's rental rule (no new reservation with an open damage charge, counted
+    through the charge's rental's reservation) crashed the data stage (RecursionError) and,
+    once not crashing, was called one that never applies: the first customer had no rental."""
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    raw["agent_rules"].append(
+        {
+            "operation": "book_sailing",
+            "rule": "A passenger with a cancelled vehicle booking books at the port.",
+            "refuse_when": [
+                {
+                    "check": "count(refunds where booking_id.passenger_id = $passenger_id and "
+                    "booking_id.vehicle = true) >= 1"
+                }
+            ],
+        }
+    )
+    bp = team.blueprint(CONFIG, raw)
+    db = json.loads(team.package_files("hops", CONFIG, raw)["db.json"])
+    first = sorted(db["passengers"])[0]
+    assert not any(
+        db["bookings"][r["booking_id"]]["passenger_id"] == first for r in db["refunds"].values()
+    )  # the first passenger has no refund: the rule is met from another one
+    tests = operation_tests(bp, bp.operation("book_sailing"), db)
+    applies = [t for t in tests if "agent rule 'A passenger with a cancelled" in t.name]
+    assert len(applies) == 1 and applies[0].arguments["passenger_id"] != first

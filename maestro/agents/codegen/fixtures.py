@@ -335,16 +335,17 @@ class Fixture:
         )
 
 
-def base_fixture(bp: Blueprint, op: Operation, db: Database) -> Fixture:
-    """Distinct records for the record parameters, an ordinary value for the others."""
+def base_fixture(bp: Blueprint, op: Operation, db: Database, offset: int = 0) -> Fixture:
+    """Distinct records for the record parameters (the first ones, or ``offset`` further on),
+    an ordinary value for the others."""
     args: dict[str, Any] = {}
     taken: dict[str, set[str]] = {}
     for p, table in record_params(bp, op).items():
         keys = [k for k in sorted(db.get(table, {})) if k not in taken.get(table, set())]
         if not keys:
             raise FixtureError(f"{op.name}: the table {table} has no record for {p}")
-        args[p] = keys[0]
-        taken.setdefault(table, set()).add(keys[0])
+        args[p] = keys[offset % len(keys)]
+        taken.setdefault(table, set()).add(args[p])
     for p, ptype in op.param_types().items():
         if p not in args:
             args[p] = samples(ptype, bp.clock, db)[0]
@@ -437,8 +438,9 @@ def _set_match(fx: Fixture, node: Aggregate, key: str, want: bool) -> bool:
                 return True
             fx.setup[(node.table, key)] = before
     # Two fields may have to change together (a reference and a status): meet one, then the other.
-    if want and node.where is not None:
-        for part in conjuncts(node.where):
+    parts = conjuncts(node.where) if want and node.where is not None else []
+    if len(parts) > 1:  # each part is smaller than the whole: this ends
+        for part in parts:
             sub = Aggregate(node.kind, node.table, node.field, part)
             _set_match(fx, sub, key, True)
         return _matches(fx, node, key) == want
