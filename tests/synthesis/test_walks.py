@@ -6,6 +6,7 @@ model's review refused in a mobile carrier's synthesis (issue 12's relay check).
 
 from __future__ import annotations
 
+import json
 import random
 import tempfile
 from collections import Counter
@@ -191,6 +192,43 @@ def test_refusals_go_to_different_customers_while_the_data_has_them(ferry: Domai
             owners = [p.group[0].owner for p in plans if p.group]
             assert len(owners) == 4 and None not in owners
             assert len(set(owners)) == 4, (rule.operation, seed, owners)
+
+
+def test_a_rule_that_counts_the_customers_records_starts_from_customers_it_applies_to(
+    tmp_path: Path,
+) -> None:
+    """A capable model's rental rule (no new reservation with an open damage charge, counted
+    through the charge's rental's reservation) found no candidate: its walks started from any
+    customer, and 40 attempts found none with an open charge."""
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    raw["agent_rules"] = [
+        {
+            "operation": "book_sailing",
+            "rule": "A passenger with a refunded vehicle booking books at the port.",
+            "refuse_when": [
+                {
+                    "check": "count(refunds where booking_id.passenger_id = $passenger_id and "
+                    "booking_id.vehicle = true) >= 1"
+                }
+            ],
+        }
+    ]
+    bp = team.blueprint(CONFIG, raw)
+    for name, text in team.package_files("counted", CONFIG, raw).items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    with load_sandboxed_domain(tmp_path, check_gold=False) as domain:
+        start = domain.start_session()
+        (rule,) = refusal_rules(bp)
+        anchors = rule.anchors(start)
+        assert anchors, "the rule's records are where its refusals start"
+        refunded = {
+            start.require("bookings", r["booking_id"])["passenger_id"]
+            for r in start.scan("refunds")
+            if start.require("bookings", r["booking_id"])["vehicle"]
+        }
+        assert {key for _, key in anchors} == refunded
+        _, plans = plan_walks(domain, n=0, seed=0, refusals=3, rules=[rule], guide=walk_guide(bp))
+        assert all(p.group for p in plans)
 
 
 def test_no_write_sets_a_field_to_what_it_holds(ferry: Domain) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -42,9 +42,7 @@ from maestro.agents.codegen.blueprint import (
     parse_when,
 )
 from maestro.domains.expressions import (
-    Arith as _Arith,
-)
-from maestro.domains.expressions import (
+    Aggregate,
     Call,
     Clock,
     Compare,
@@ -65,6 +63,9 @@ from maestro.domains.expressions import (
     resolve_path,
     unparse,
     walk,
+)
+from maestro.domains.expressions import (
+    Arith as _Arith,
 )
 
 if TYPE_CHECKING:
@@ -390,6 +391,20 @@ def params_of(bp: BlueprintDraft, op: Operation, node: Node) -> set[str]:
     return out
 
 
+def _scoped_paths(node: Node, scope: Scope) -> list[tuple[Path, Scope]]:
+    """Every path under ``node`` with the scope it is read in: inside a count's or a sum's
+    ``where``, the counted table's fields are the counted record's."""
+    out: list[tuple[Path, Scope]] = []
+    stack = [(node, scope)]
+    while stack:
+        n, sc = stack.pop()
+        if isinstance(n, Path):
+            out.append((n, sc))
+        inner = replace(sc, row=n.table) if isinstance(n, Aggregate) else sc
+        stack.extend((c, inner) for c in n.children())
+    return out
+
+
 def rooted_at(
     bp: BlueprintDraft, op: Operation, conditions: list[Condition], param: str
 ) -> list[Condition]:
@@ -407,13 +422,16 @@ def rooted_at(
         for node in nodes:
             if node is None:
                 continue
-            for n in walk(node):
-                if not isinstance(n, Path):
-                    continue
+            for n, where in _scoped_paths(node, scope):
                 try:
-                    r = resolve_path(n, scope)
+                    r = resolve_path(n, where)
                 except ExpressionError:
                     others = True
+                    continue
+                if r.kind == "param" and r.root == param:
+                    # The record's own key ($customer_id in a count's where: the customer's
+                    # open damage charges) is the record too.
+                    roots.add(param)
                     continue
                 if (r.kind == "param" or r.root != param) and r.root != "@row":
                     others = True
