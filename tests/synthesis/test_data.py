@@ -349,6 +349,50 @@ def test_the_reviewer_sees_a_sample_of_the_world_and_the_laws(bp: Blueprint, db:
     assert "A booking is made before its sailing departs." in text and "broken by 0" in text
 
 
+def test_the_reviewer_sees_what_the_tasks_cover(bp: Blueprint) -> None:
+    from maestro.agents.codegen.prompts import coverage_lines, review_messages
+    from maestro.domains.models import Task
+
+    def task(tid: str, category: str, actions: list[str], rule: str | None = None) -> Task:
+        crit: dict[str, object] = {
+            "actions": [
+                {"action_id": f"a{i}", "name": n, "arguments": {}} for i, n in enumerate(actions)
+            ]
+        }
+        return Task.model_validate(
+            {
+                "id": tid,
+                "description": {"purpose": "p", "relevant_policies": rule},
+                "user_scenario": {
+                    "instructions": {
+                        "domain": "d",
+                        "reason_for_call": "r",
+                        "task_instructions": "t",
+                    }
+                },
+                "evaluation_criteria": crit,
+                "category": category,
+            }
+        )
+
+    rule = bp.agent_rules[0]
+    tasks = [
+        task("t1", "single_write", ["find_passenger", "book_sailing"]),
+        task("t2", "refusal", [], f"rule 7: {rule.rule}"),
+    ]
+    lines = coverage_lines(bp, tasks, ["no_walk: refusal 0: no candidate", "conformance: x"])
+    n = len(bp.operations)
+    assert lines[0].startswith(f"operations in some task's gold: 2 of {n}; in none: ")
+    assert "get_booking" in lines[0] and "book_sailing" not in lines[0].split("in none:")[1]
+    assert lines[1] == "tasks by kind: refusal 1, single_write 1"
+    assert lines[2].startswith(f"agent rules with a refusal task: 1 of {len(bp.agent_rules)}")
+    assert rule.rule not in lines[2] and bp.agent_rules[1].rule in lines[2]
+    assert lines[3] == "tasks not made, by reason: conformance 1, no_walk 1"
+    text = review_messages(bp, team.POLICY, ["t"], ["x"], None, None, ["x"], coverage=lines)
+    assert "What the tasks cover:\n- operations in some task's gold: 2 of" in text[-1]["content"]
+    assert "no customer brings in one call" in text[-1]["content"]
+
+
 # ----- what a red team proved against the program (each failed before its fix) -----------------
 
 

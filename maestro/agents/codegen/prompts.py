@@ -20,6 +20,7 @@ from maestro.agents.codegen.blueprint import (
     FieldType,
     Operation,
     Restore,
+    same_rule,
 )
 from maestro.agents.codegen.conditions import (
     Target,
@@ -484,6 +485,42 @@ def tool_line(bp: Blueprint, op: Operation) -> str:
     return line
 
 
+def coverage_lines(bp: Blueprint, tasks: list[Any], rejected: list[str]) -> list[str]:
+    """What the reviewer reads of the tasks' coverage: the operations in some task's gold and
+    those in none, the tasks by kind, the agent rules with a refusal and without, and why
+    tasks were not made (the stage's rejections, counted by reason)."""
+    in_gold = {a.name for t in tasks for a in t.gold_actions}
+    ops = [op.name for op in bp.operations]
+    never = [name for name in ops if name not in in_gold]
+    kinds: dict[str, int] = {}
+    for t in tasks:
+        kinds[t.category or "other"] = kinds.get(t.category or "other", 0) + 1
+    refused = [
+        t.description.relevant_policies or ""
+        for t in tasks
+        if t.category == "refusal" and t.description
+    ]
+    rules = [
+        r.rule
+        for r in bp.agent_rules
+        if any(r.rule.casefold() in x.casefold() or same_rule(r.rule, x) for x in refused)
+    ]
+    missing = [r.rule for r in bp.agent_rules if r.rule not in rules]
+    reasons: dict[str, int] = {}
+    for line in rejected:
+        reason = line.split(":", 1)[0]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return [
+        f"operations in some task's gold: {len(ops) - len(never)} of {len(ops)}; in none: "
+        + (", ".join(never) or "(none)"),
+        "tasks by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())),
+        f"agent rules with a refusal task: {len(rules)} of {len(bp.agent_rules)}; without: "
+        + ("; ".join(missing) or "(none)"),
+        "tasks not made, by reason: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "(none)"),
+    ]
+
+
 def review_examples(tools: list[str], tasks: list[str] | None = None) -> list[str]:
     """The answer shapes the review prompt shows (each parses with ``parse_review``)."""
     tool = tools[0] if tools else "cancel_booking"
@@ -530,6 +567,7 @@ def review_messages(
     task_ids: list[str] | None = None,
     world: dict[str, list[dict[str, Any]]] | None = None,
     laws: list[str] | None = None,
+    coverage: list[str] | None = None,
 ) -> Messages:
     names = [op.name for op in bp.operations]
     examples = "\n".join(review_examples(names, task_ids))
@@ -554,13 +592,15 @@ def review_messages(
         + ("\n".join(data_lines) or "(none)"),
         "Tasks (what the customer says, the calls a correct agent makes, or the call it must "
         "refuse):\n" + "\n".join(f"- {t}" for t in tasks),
+        "What the tasks cover:\n" + ("\n".join(f"- {c}" for c in (coverage or [])) or "- (none)"),
         'Answer with one JSON object: "verdict" is "ok" when they agree, or "fix" with "stage" '
         'naming what must change: "blueprint" (an operation or a law is missing or wrong: say '
         'which), "tools" (one tool\'s code: name it in "tool"), "policy", "tasks" or "data" '
         '(records a person who runs such a business would call wrong: quote one); "tool" is '
         'empty unless the stage is "tools"; "tasks" lists the ids of the tasks at fault when '
         'the stage is "tasks" (they are dropped and replaced; leave it empty to redo them '
-        'all) and is empty otherwise; "problem" is one sentence. Examples:',
+        "all; flag a task whose calls chain what no customer brings in one call, such as "
+        'extending a rental and then cancelling it) and is empty otherwise; "problem" is one sentence. Examples:',
         examples,
     ]
     return chat(lines, previous, feedback)

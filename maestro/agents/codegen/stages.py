@@ -526,6 +526,7 @@ class SynthesisTeam:
             ids,
             world=world_sample(bp, db, seed=self.config.seed),
             laws=law_report_lines(bp, db),
+            coverage=prompts.coverage_lines(bp, tasks, state.get("rejected_tasks", [])),
         )
         text = await self._ask(state, messages, response_format("review", ReviewAnswer))
         drafts = {**state.get("drafts", {}), "review": text}
