@@ -186,6 +186,21 @@ def test_the_data_prompts_constant_rule_is_stated_and_its_refusal_says_it() -> N
         normalise_generator(bp, "START = date(2026, 1, 1)\n" + program)
 
 
+def test_the_static_checks_rules_are_stated_where_code_is_asked_for(tmp_path: Path) -> None:
+    from maestro.domains.sandbox.static import check_tools_source
+
+    bp = team.blueprint(CONFIG)
+    data = prompt(data_messages(bp, CONFIG.limits(), None, None))
+    tool = prompt(tool_messages(bp, bp.operations[0], None, None))
+    for text in (data, tool):
+        assert ".format() on anything but a string literal (write f-strings" in text
+    ok = "def f(x):\n    return 'Dear {}'.format(x) + f'{x}!'\n"
+    assert check_tools_source(ok, "tools.py") == []
+    bad = "def f(x, template):\n    return template.format(x)\n"
+    (problem,) = check_tools_source(bad, "tools.py")
+    assert ".format() is allowed only on a string literal" in str(problem)
+
+
 def test_the_scenario_and_refusal_prompts_shapes_parse(toy: Domain) -> None:
     walks, plans = plan_walks(toy, n=1, seed=0, refusals=1)
     text = walk_prompt(toy, walks[0])

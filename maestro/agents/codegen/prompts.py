@@ -176,6 +176,15 @@ def _table_lines(bp: Blueprint, e: Entity) -> list[str]:
     return lines
 
 
+#: What the sandbox's static check refuses in the model's code, said where code is asked for.
+STATIC_RULES = (
+    "The host's static check refuses: .format() on anything but a string literal (write "
+    "f-strings, or 'text {}'.format(x)), format fields that read attributes or items, names and "
+    "texts holding '__', eval, exec, compile, open, setattr, globals, vars, dir and other "
+    "introspection, class keywords such as metaclass, and async code."
+)
+
+
 def law_lines(bp: Blueprint) -> list[str]:
     """The world's laws as the prompts show them: the sentence and the expression."""
     out = []
@@ -273,7 +282,7 @@ def data_messages(
         "a constant is a literal (numbers, texts, lists and dicts of them): compute dates "
         "inside the functions. "
         "The program runs in a sandbox: no files, no network, no clock but db.today() and "
-        "db.now(); each table must be made within a minute.",
+        "db.now(); each table must be made within a minute. " + STATIC_RULES,
         "",
         "Answer with one ```python code block holding the program.",
     ]
@@ -452,7 +461,7 @@ def tool_messages(
         "changed record; db.new_id(table, prefix) returns the next free key; db.today() is the "
         "clock's date (a datetime.date) and db.now() its datetime: never use the computer's "
         "clock. date, datetime, timedelta and ToolError are already imported; write no imports "
-        "and no other functions.",
+        "and no other functions. " + STATIC_RULES,
         "Start exactly with:",
         tool_header(bp, op),
         "Answer with one ```python code block holding this one function.",
