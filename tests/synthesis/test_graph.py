@@ -220,6 +220,8 @@ def test_a_tool_never_fixed_ends_in_rejection(server: ScriptedServer, tmp_path: 
     assert result.reason is not None
     assert result.reason.startswith("stage tools:cancel_booking failed 2 time(s), the bound is 2")
     assert "should raise ToolError but succeeded" in result.reason
+    # What each failed attempt failed on, not only the last one's error.
+    assert "; earlier: attempt 1: " in result.reason
     assert stages(result)[-2:] == [
         ("tools:cancel_booking", 1, "failed"),
         ("tools:cancel_booking", 2, "rejected"),

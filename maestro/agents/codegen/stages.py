@@ -79,6 +79,27 @@ _DOWNSTREAM = {
 }
 
 
+def _what_failed(state: SynthesisState, owner: str, update: Update) -> str:
+    """What a stage's attempts failed on, for the rejection's reason: each earlier failed
+    attempt's error in brief and, for the tasks, the tasks not made counted by reason."""
+    briefs = [
+        f"attempt {e['attempt']}: {str(e.get('detail', ''))[:160]}"
+        for e in state.get("events", [])
+        if e.get("stage") == owner and e.get("outcome") == "failed"
+    ]
+    out = f"; earlier: {' | '.join(briefs)}" if briefs else ""
+    if owner == "tasks":
+        counts: dict[str, int] = {}
+        for line in update.get("rejected_tasks", state.get("rejected_tasks", [])):
+            reason = str(line).split(":", 1)[0]
+            counts[reason] = counts.get(reason, 0) + 1
+        if counts:
+            out += "; tasks not made, by reason: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])
+            )
+    return out
+
+
 @dataclass
 class _Attempt:
     stage: str
@@ -176,7 +197,9 @@ class SynthesisTeam:
             reason = (
                 f"stage {owner} failed {used} time(s)"
                 + (" since its last success" if since_settled else "")
-                + f", the bound is {self.config.max_iterations}; last error: {error}"
+                + f", the bound is {self.config.max_iterations}"
+                + _what_failed(state, owner, update)
+                + f"; last error: {error}"
             )
             event = self._event(state, att, "rejected", error)
             return {**update, "events": [event], "route": "reject", "reason": reason}
