@@ -148,8 +148,8 @@ def restate(item: str, upper: bool = False) -> str:
 
     def number(m: re.Match[str]) -> str:
         text = m.group(0)
-        if text.startswith("0") and not text.startswith("0."):
-            return text  # a phone number's or a code's leading zero is part of it
+        if (text.startswith("0") and not text.startswith("0.")) or len(text) > 15:
+            return text  # a leading zero is part of a code; a long number is an identifier
         if "." in text:
             return f"{float(text):,.2f}"
         return f"{int(text):,}" if len(text) > 3 else text

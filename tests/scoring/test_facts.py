@@ -93,3 +93,13 @@ def test_facts_restated_in_other_words_still_score_one_and_a_missing_one_fails(
         short.evaluation_criteria.communicate_info.append("a fact never said 7919")
         failing = scorer.score(short, restated, None)  # what was said lacks it
         assert failing.criteria["COMMUNICATE"].status == "fail"
+
+
+def test_a_fact_of_five_thousand_digits_is_restated_not_a_crash() -> None:
+    from maestro.simulation.scripted import restate
+
+    digits = "9" * 5000  # past Python's int() limit of 4,300 digits
+    assert fact_problem(digits) is None
+    said = restate(digits, upper=True)
+    assert states_fact(f"It is {said}.", digits)
+    assert restate("1510.9") == "(1,510.90)" and restate("0800 111 999") == "(0800 111 999)"
