@@ -11,39 +11,97 @@ policy's sentence word for word, so ``communicate_info`` refuses one (at synthes
 from __future__ import annotations
 
 import re
+import unicodedata
 
-__all__ = ["MAX_FACT_WORDS", "fact_problem", "fact_tokens", "states_fact"]
+__all__ = [
+    "MAX_FACTS",
+    "MAX_FACT_WORDS",
+    "fact_problem",
+    "fact_tokens",
+    "states_fact",
+    "states_tokens",
+]
 
 #: The most words a fact may have ("at most 3 checked bags per booking" is 7).
 MAX_FACT_WORDS = 7
 
-_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_WORD_HYPHEN = re.compile(r"(?<!\d)-|-(?!\d)")
-_TOKEN = re.compile(r"\d+(?:[.:/-]\d+)*|[^\W_]+")
+#: The most facts one task may ask to be communicated.
+MAX_FACTS = 20
+
 _DECIMAL = re.compile(r"\d+\.\d+")
+_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_JOINERS = ".:/-"
+
+
+def _word_char(ch: str) -> bool:
+    # Letters, digits and the marks that belong to them (a Devanagari vowel sign, a combining
+    # accent left after normalisation).
+    return ch.isalnum() or unicodedata.category(ch).startswith("M")
 
 
 def _number(token: str) -> str:
-    if _DECIMAL.fullmatch(token):
-        whole, _, frac = token.partition(".")
+    sign, body = ("-", token[1:]) if token.startswith("-") else ("", token)
+    if body.count(".") == 1 and all(part.isdigit() for part in body.split(".")):
+        whole, _, frac = body.partition(".")
         frac = frac.rstrip("0")
-        return f"{whole}.{frac}" if frac else whole
-    return token
+        body = f"{whole}.{frac}" if frac else whole
+    return sign + body
 
 
 def fact_tokens(text: str) -> list[str]:
-    """The words and numbers of ``text``, case folded, thousands separators and trailing zeros
-    of decimals dropped ("$1,510.90" -> ["1510.9"]), hyphens between words read as spaces."""
-    folded = _WORD_HYPHEN.sub(" ", _DIGIT_COMMA.sub("", text.casefold()))
-    return [_number(t) for t in _TOKEN.findall(folded)]
+    """The words and numbers of ``text``, in compatibility form (NFKC: fullwidth and other
+    digits as 0-9) and case folded; thousands separators and trailing zeros of decimals
+    dropped ("$1,510.90" -> ["1510.9"]); a minus sign before a number kept ("-5"); hyphens
+    between words read as spaces; a number keeps its inner . : / - ("2026-02-16", "9:30")."""
+    folded = _DIGIT_COMMA.sub("", unicodedata.normalize("NFKC", text).casefold())
+    folded = unicodedata.normalize("NFKC", folded)
+    out: list[str] = []
+    i, n = 0, len(folded)
+    while i < n:
+        ch = folded[i]
+        signed = ch == "-" and i + 1 < n and folded[i + 1].isdigit()
+        if signed and (i == 0 or not _word_char(folded[i - 1])):
+            j = i + 1
+        elif ch.isdigit():
+            j = i
+        elif _word_char(ch):
+            j = i + 1
+            while j < n and _word_char(folded[j]):
+                j += 1
+            out.append(folded[i:j])
+            i = j
+            continue
+        else:
+            i += 1
+            continue
+        # a number: digits, and digits joined by . : / - (a date, a time, a decimal)
+        while j < n and (
+            folded[j].isdigit()
+            or (
+                folded[j] in _JOINERS
+                and j + 1 < n
+                and folded[j + 1].isdigit()
+                and folded[j - 1].isdigit()
+            )
+        ):
+            j += 1
+        while j < n and _word_char(folded[j]):  # a code that starts with digits: 4b, 12th
+            j += 1
+        out.append(_number(folded[i:j]))
+        i = j
+    return out
 
 
 def states_fact(text: str, item: str) -> bool:
     """Whether ``text`` states ``item``: the item's tokens appear in it in order, side by side."""
+    return states_tokens(fact_tokens(text), item)
+
+
+def states_tokens(have: list[str], item: str) -> bool:
+    """:func:`states_fact` on a text already tokenized (:func:`fact_tokens`), for many facts."""
     want = fact_tokens(item)
     if not want:
         return False
-    have = fact_tokens(text)
     n = len(want)
     return any(have[i : i + n] == want for i in range(len(have) - n + 1))
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from maestro.domains.errors import DomainLoadError, Problem
-from maestro.domains.facts import fact_problem
+from maestro.domains.facts import MAX_FACTS, fact_problem
 from maestro.domains.files import PackageFolder, cap_problems
 from maestro.domains.laws import LAWS_FILE, Law, law_problems, parse_laws, table_shapes
 from maestro.domains.library import LIBRARY_ROOT
@@ -504,7 +504,13 @@ def _task_problems(domain: Domain, task: Task, *, check_gold: bool) -> list[str]
         )
     for c in crit.empty_criteria():
         out.append(f"reward_basis names {c.value} but the task gives it nothing to check")
-    out.extend(p for p in map(fact_problem, crit.communicate_info) if p)
+    if len(crit.communicate_info) > MAX_FACTS:
+        out.append(
+            f"communicate_info holds {len(crit.communicate_info)} facts; a task may ask for at "
+            f"most {MAX_FACTS}"
+        )
+    else:
+        out.extend(p for p in map(fact_problem, crit.communicate_info) if p)
     unknown_tools = [t for t in task.hidden_tools if t not in domain.toolkit.specs]
     if unknown_tools:
         out.append(f"hidden_tools names tools the domain does not have: {unknown_tools}")

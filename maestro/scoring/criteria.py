@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from maestro.conversation import ToolCall, Trajectory
-from maestro.domains.facts import states_fact
+from maestro.domains.facts import fact_tokens, states_tokens
 from maestro.domains.models import Action, RewardType, Task
 from maestro.domains.package import Domain, ReplayResult, replay_calls, replay_gold
 from maestro.domains.store import compare_sessions
@@ -217,10 +217,10 @@ def communicate_check() -> Check:
     case, punctuation and number formatting set aside: :func:`maestro.domains.facts.states_fact`)."""
 
     def check(ctx: ScoringContext) -> CriterionScore:
-        texts = ctx.trajectory.assistant_texts()
+        said = [fact_tokens(t) for t in ctx.trajectory.assistant_texts()]  # once, for every fact
         items = []
         for info in ctx.task.evaluation_criteria.communicate_info:
-            hit = any(states_fact(t, info) for t in texts)
+            hit = any(states_tokens(tokens, info) for tokens in said)
             items.append(
                 CheckItem(subject=info, passed=hit, reason="said" if hit else "never said")
             )

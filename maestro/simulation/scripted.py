@@ -150,13 +150,17 @@ def restate(item: str, upper: bool = False) -> str:
         text = m.group(0)
         if (text.startswith("0") and not text.startswith("0.")) or len(text) > 15:
             return text  # a leading zero is part of a code; a long number is an identifier
-        if "." in text:
-            return f"{float(text):,.2f}"
-        return f"{int(text):,}" if len(text) > 3 else text
+        whole, dot, frac = text.partition(".")
+        grouped = f"{int(whole):,}" if len(whole) > 3 else whole
+        return f"{grouped}.{frac.ljust(2, '0')}" if dot else grouped  # every decimal kept
 
-    text = re.sub(r"(?<![\w:/.-])\d+(?:\.\d+)?(?![\w:/-]|\.\d)", number, item)
+    # ASCII digits only: another script's digits are left as they are written.
+    text = re.sub(r"(?<![\w:/.-])[0-9]+(?:\.[0-9]+)?(?![\w:/-]|\.[0-9])", number, item)
     text = re.sub(r"(?<=[^\W\d_])-(?=[^\W\d_])", " ", text)
-    return f"({text.upper() if upper else text.lower()})"
+    cased = text.upper() if upper else text.lower()
+    if cased.casefold() != text.casefold():  # a case change that does not come back (ı)
+        cased = text
+    return f"({cased})"
 
 
 def restated_summary(task: Task) -> str:

@@ -103,3 +103,59 @@ def test_a_fact_of_five_thousand_digits_is_restated_not_a_crash() -> None:
     said = restate(digits, upper=True)
     assert states_fact(f"It is {said}.", digits)
     assert restate("1510.9") == "(1,510.90)" and restate("0800 111 999") == "(0800 111 999)"
+
+
+# ----- what a red team proved (each failed before its fix) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "item", "stated"),
+    [
+        ("Jose\u0301 booked it.", "Jos\u00e9", True),  # decomposed accents are the same letters
+        ("It is 336.38.", "\uff13\uff13\uff16.\uff13\uff18", True),  # fullwidth digits are digits
+        ("It is -5 degrees.", "-5", True),
+        ("That is 5 dollars.", "-5", False),  # a minus sign is part of the number
+        ("A refund of $1,000.50.", "$-1,000.50", False),
+        (
+            "\u0930\u094b\u092e",
+            "\u0930\u093e\u092e",
+            False,
+        ),  # Rome is not Ram: vowel signs are letters
+    ],
+)
+def test_unicode_and_signs_are_read_as_a_person_reads_them(
+    text: str, item: str, stated: bool
+) -> None:
+    assert states_fact(text, item) is stated
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "0.125",
+        "12,345.678",
+        "Y\u0131ld\u0131z",
+        "\u0663\u0663\u0666\u0668",
+        "\uff13\uff13\uff16.\uff13\uff18",
+    ],
+)
+def test_a_restated_fact_is_still_the_fact(fact: str) -> None:
+    from maestro.simulation.scripted import restate
+
+    for upper in (True, False):
+        assert states_fact(f"So: {restate(fact, upper)}.", fact), restate(fact, upper)
+
+
+def test_many_facts_cost_one_reading_of_the_messages_and_are_bounded(tmp_path: Path) -> None:
+    root = tmp_path / "toy"
+    shutil.copytree(TOY, root)
+    lines = (root / "tasks.jsonl").read_text().splitlines()
+    tasks = [json.loads(line) for line in lines if line.strip()]
+    with_info = next(t for t in tasks if t["evaluation_criteria"].get("communicate_info"))
+    with_info["evaluation_criteria"]["communicate_info"] = [f"R{i}" for i in range(5000)]
+    (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    _, problems = inspect_package(str(root))
+    assert any(
+        "communicate_info holds 5000 facts; a task may ask for at most 20" in str(p)
+        for p in problems
+    )
