@@ -11,6 +11,7 @@ import random
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +319,23 @@ def test_a_new_address_is_one_place_not_fields_of_several() -> None:
         assert line not in {g["address_line"] for g in guests}  # a house nobody lives in...
         street = lambda text: " ".join(w for w in text.split() if not any(c.isdigit() for c in w))  # noqa: E731
         assert any(street(line) == street(g["address_line"]) for g in source)  # ...on that street
+
+
+def test_a_rule_on_a_parameter_against_the_clock_is_aimed_at_inside_its_window() -> None:
+    """A capable model's rental rule (a pickup less than 2 hours away is made at the counter)
+    found no candidate: only constants were aimed at, and random pickups were days away."""
+    from maestro.agents.codegen.blueprint import Condition
+    from maestro.agents.codegen.refusals import _aimed
+
+    bp = team.blueprint(CONFIG)
+    op = bp.operation("book_sailing")
+    op = op.model_copy(update={"params": {**op.params, "pickup_at": "datetime", "amount": "float"}})
+    rules = [
+        Condition(check="$pickup_at < now + hours(2)"),
+        Condition(check="1000 < $amount"),
+    ]
+    aimed = _aimed(op, rules, CONFIG.clock)
+    limit = CONFIG.clock + timedelta(hours=2)
+    picks = [datetime.fromisoformat(v) for v in aimed["pickup_at"]]
+    assert picks and all(CONFIG.clock < p < limit for p in picks)
+    assert aimed["amount"] and all(a > 1000 for a in aimed["amount"])

@@ -10,6 +10,7 @@ holds of its arguments on the state the task starts from.
 
 from __future__ import annotations
 
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Blueprint, Condition, Operation
@@ -17,14 +18,19 @@ from maestro.agents.codegen.conditions import all_hold, record_params, rooted_at
 from maestro.agents.codegen.scenarios import RefusalRule
 from maestro.domains.expressions import (
     Compare,
+    Env,
+    EvaluationError,
     ExpressionError,
     ListLit,
     Lit,
     Member,
     Node,
     Path,
+    Scope,
     conjuncts,
+    evaluate,
     parse,
+    walk,
 )
 from maestro.domains.store import Session
 
@@ -48,7 +54,11 @@ def refusal_rules(bp: Blueprint) -> list[RefusalRule]:
 
         out.append(
             RefusalRule(
-                rule.operation, rule.rule, applies, anchors, _aimed(op, list(rule.refuse_when))
+                rule.operation,
+                rule.rule,
+                applies,
+                anchors,
+                _aimed(op, list(rule.refuse_when), bp.clock),
             )
         )
     return out
@@ -73,7 +83,9 @@ def _anchors(
     return found if looked_at else None
 
 
-def _aimed(op: Operation, refuse_when: list[Condition]) -> dict[str, list[Any]]:
+def _aimed(
+    op: Operation, refuse_when: list[Condition], clock: datetime | None = None
+) -> dict[str, list[Any]]:
     """Values of the parameters a rule tests that make it apply (``$reason in ['stolen']``: the
     customer asks for a SIM for a stolen phone; ``$amount >= 200``: they ask for 200)."""
     out: dict[str, list[Any]] = {}
@@ -84,7 +96,7 @@ def _aimed(op: Operation, refuse_when: list[Condition]) -> dict[str, list[Any]]:
             except ExpressionError:
                 continue
             for part in conjuncts(node):
-                found = _aimed_part(op, part)
+                found = _aimed_part(op, part, clock)
                 if found is not None:
                     out[found[0]] = found[1]
             continue
@@ -99,8 +111,28 @@ def _aimed(op: Operation, refuse_when: list[Condition]) -> dict[str, list[Any]]:
     return out
 
 
-def _aimed_part(op: Operation, part: Node) -> tuple[str, list[Any]] | None:
-    """``$param`` compared with constants: the values that make the comparison hold."""
+def _aimed_part(
+    op: Operation, part: Node, clock: datetime | None = None
+) -> tuple[str, list[Any]] | None:
+    """``$param`` compared with constants, or with the clock (``$pickup_at < now + hours(2)``):
+    the values that make the comparison hold."""
+    if isinstance(part, Compare) and part.op in ("<", ">", "<=", ">=") and clock is not None:
+        sides = ((part.left, part.right, part.op), (part.right, part.left, _FLIP[part.op]))
+        for mine, other, op_ in sides:
+            if not (
+                isinstance(mine, Path)
+                and mine.dollar
+                and len(mine.parts) == 1
+                and mine.parts[0] in op.params
+            ) or any(isinstance(n, Path) for n in walk(other)):
+                continue
+            try:
+                bound = evaluate(other, Env(Scope({}), _nothing, _none, clock))
+            except (ExpressionError, EvaluationError):
+                continue
+            values = _inside(bound, op_)
+            if values:
+                return mine.parts[0], values
     if isinstance(part, Member) and not part.negated:
         subject, options = part.operand, part.options
         if (
@@ -124,3 +156,31 @@ def _aimed_part(op: Operation, part: Node) -> tuple[str, list[Any]] | None:
             ):
                 return mine.parts[0], [other.value]
     return None
+
+
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+def _nothing(table: str, key: str) -> None:
+    return None
+
+
+def _none(table: str) -> list[Any]:
+    return []
+
+
+def _inside(bound: Any, op: str) -> list[Any]:
+    """Values that are ``op`` ``bound``: just inside it, and a little further (a pickup 30, 60
+    and 90 minutes before a limit two hours away)."""
+    sign = -1 if op in ("<", "<=") else 1
+    if isinstance(bound, datetime):
+        return [
+            (bound + sign * timedelta(minutes=m)).isoformat(timespec="seconds")
+            for m in (30, 60, 90)
+        ]
+    if isinstance(bound, date):
+        return [(bound + sign * timedelta(days=d)).isoformat() for d in (1, 2)]
+    if isinstance(bound, bool) or not isinstance(bound, int | float):
+        return []
+    steps = (1, 5) if isinstance(bound, int) else (0.01, 1.0)
+    return [bound + sign * step for step in steps] + ([bound] if "=" in op else [])
