@@ -9,6 +9,7 @@ performed) → 0. NL assertions are reported as not yet judged.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,15 +174,20 @@ def check_domain(domain: Domain, load_problems: list[Problem] | None = None) -> 
 
 
 def coverage(domain: Domain) -> dict[str, Any]:
-    """What a domain's tasks cover: each tool in some task's gold actions (or not), the tools
-    some refusal forbids, the tasks by kind, and the refusals by the rule they name."""
-    tools = sorted(domain.toolkit.specs)
-    in_gold = {a.name for t in domain.tasks for a in t.gold_actions}
-    refused = {a.name for t in domain.tasks for a in t.evaluation_criteria.forbidden_actions}
-    kinds = Counter(t.category or "uncategorised" for t in domain.tasks)
+    """What a domain's tasks cover (:func:`tasks_coverage` over its tools)."""
+    return tasks_coverage(domain.toolkit.specs, domain.tasks)
+
+
+def tasks_coverage(tool_names: Iterable[str], tasks: Sequence[Task]) -> dict[str, Any]:
+    """What tasks cover: each tool in some task's gold actions (or not), the tools some
+    refusal forbids, the tasks by kind, and the refusals by the rule they name."""
+    tools = sorted(tool_names)
+    in_gold = {a.name for t in tasks for a in t.gold_actions}
+    refused = {a.name for t in tasks for a in t.evaluation_criteria.forbidden_actions}
+    kinds = Counter(t.category or "uncategorised" for t in tasks)
     rules = Counter(
         ((t.description.relevant_policies if t.description else None) or "(no rule named)")
-        for t in domain.tasks
+        for t in tasks
         if t.category == "refusal"
     )
     return {

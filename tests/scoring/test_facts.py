@@ -59,17 +59,24 @@ def test_a_sentence_is_not_a_fact() -> None:
     assert fact_problem("...") is not None
 
 
-def test_a_task_asking_for_a_sentence_is_a_load_problem(tmp_path: Path) -> None:
+def _toy_asking(tmp_path: Path, facts: list[str]) -> tuple[str, list[str]]:
+    """The toy package with one task's communicate_info set to ``facts``: that task's id, and
+    the load problems."""
     root = tmp_path / "toy"
     shutil.copytree(TOY, root)
     lines = (root / "tasks.jsonl").read_text().splitlines()
     tasks = [json.loads(line) for line in lines if line.strip()]
     with_info = next(t for t in tasks if t["evaluation_criteria"].get("communicate_info"))
-    with_info["evaluation_criteria"]["communicate_info"] = ["Only pending orders can be cancelled."]
+    with_info["evaluation_criteria"]["communicate_info"] = facts
     (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     _, problems = inspect_package(str(root))
-    text = "\n".join(str(p) for p in problems)
-    assert with_info["id"] in text
+    return with_info["id"], [str(p) for p in problems]
+
+
+def test_a_task_asking_for_a_sentence_is_a_load_problem(tmp_path: Path) -> None:
+    task_id, problems = _toy_asking(tmp_path, ["Only pending orders can be cancelled."])
+    text = "\n".join(problems)
+    assert task_id in text
     assert "'Only pending orders can be cancelled.' is a sentence" in text
 
 
@@ -147,14 +154,7 @@ def test_a_restated_fact_is_still_the_fact(fact: str) -> None:
 
 
 def test_many_facts_cost_one_reading_of_the_messages_and_are_bounded(tmp_path: Path) -> None:
-    root = tmp_path / "toy"
-    shutil.copytree(TOY, root)
-    lines = (root / "tasks.jsonl").read_text().splitlines()
-    tasks = [json.loads(line) for line in lines if line.strip()]
-    with_info = next(t for t in tasks if t["evaluation_criteria"].get("communicate_info"))
-    with_info["evaluation_criteria"]["communicate_info"] = [f"R{i}" for i in range(5000)]
-    (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
-    _, problems = inspect_package(str(root))
+    _, problems = _toy_asking(tmp_path, [f"R{i}" for i in range(5000)])
     assert any(
         "communicate_info holds 5000 facts; a task may ask for at most 20" in str(p)
         for p in problems

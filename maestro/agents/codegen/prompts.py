@@ -9,6 +9,7 @@ far: the prompt, the previous answer, and the error (:func:`chat`), for every st
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +36,7 @@ from maestro.agents.codegen.example import EXAMPLE
 from maestro.agents.codegen.generator import generation_order
 from maestro.agents.codegen.tools_code import tool_header
 from maestro.domains.expressions import Aggregate, ExpressionError, Path, parse, walk
+from maestro.scoring.conformance import tasks_coverage
 
 SYSTEM = "You are a careful software engineer. Answer with exactly what is asked, nothing else."
 
@@ -498,36 +500,29 @@ def coverage_lines(bp: Blueprint, tasks: list[Any], rejected: list[str]) -> list
     """What the reviewer reads of the tasks' coverage: the operations in some task's gold and
     those in none, the tasks by kind, the agent rules with a refusal and without, and why
     tasks were not made (the stage's rejections, counted by reason)."""
-    in_gold = {a.name for t in tasks for a in t.gold_actions}
-    ops = [op.name for op in bp.operations]
-    never = [name for name in ops if name not in in_gold]
-    kinds: dict[str, int] = {}
-    for t in tasks:
-        kinds[t.category or "other"] = kinds.get(t.category or "other", 0) + 1
-    refused = [
-        t.description.relevant_policies or ""
-        for t in tasks
-        if t.category == "refusal" and t.description
-    ]
+    cov = tasks_coverage([op.name for op in bp.operations], tasks)
+    refused = list(cov["refusals_by_rule"])
     rules = [
         r.rule
         for r in bp.agent_rules
         if any(r.rule.casefold() in x.casefold() or same_rule(r.rule, x) for x in refused)
     ]
     missing = [r.rule for r in bp.agent_rules if r.rule not in rules]
-    reasons: dict[str, int] = {}
-    for line in rejected:
-        reason = line.split(":", 1)[0]
-        reasons[reason] = reasons.get(reason, 0) + 1
+    reasons = rejections_by_reason(rejected)
     return [
-        f"operations in some task's gold: {len(ops) - len(never)} of {len(ops)}; in none: "
-        + (", ".join(never) or "(none)"),
-        "tasks by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())),
+        f"operations in some task's gold: {cov['tools_in_gold']} of {cov['tools']}; in none: "
+        + (", ".join(cov["tools_never_in_gold"]) or "(none)"),
+        "tasks by kind: " + ", ".join(f"{k} {v}" for k, v in cov["task_kinds"].items()),
         f"agent rules with a refusal task: {len(rules)} of {len(bp.agent_rules)}; without: "
         + ("; ".join(missing) or "(none)"),
         "tasks not made, by reason: "
         + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "(none)"),
     ]
+
+
+def rejections_by_reason(rejected: list[str]) -> Counter[str]:
+    """Rejected-task lines (``<reason>: <detail>``) counted by their reason."""
+    return Counter(str(line).split(":", 1)[0] for line in rejected)
 
 
 def review_examples(tools: list[str], tasks: list[str] | None = None) -> list[str]:

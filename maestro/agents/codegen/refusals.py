@@ -32,6 +32,7 @@ from maestro.domains.expressions import (
     parse,
     walk,
 )
+from maestro.domains.laws import mapping_view
 from maestro.domains.store import Session
 
 
@@ -127,7 +128,7 @@ def _aimed_part(
             ) or any(isinstance(n, Path) for n in walk(other)):
                 continue
             try:
-                bound = evaluate(other, Env(Scope({}), _nothing, _none, clock))
+                bound = evaluate(other, Env(Scope({}), *mapping_view({}), clock))
             except (ExpressionError, EvaluationError):
                 continue
             values = _inside(bound, op_)
@@ -159,14 +160,6 @@ def _aimed_part(
 
 
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
-
-
-def _nothing(table: str, key: str) -> None:
-    return None
-
-
-def _none(table: str) -> list[Any]:
-    return []
 
 
 def _inside(bound: Any, op: str) -> list[Any]:

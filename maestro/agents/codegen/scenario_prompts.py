@@ -197,36 +197,30 @@ def _notes(notes: str | None) -> str:
 
 
 def walk_prompt(domain: Domain, walk: Walk, notes: str | None = None) -> str:
-    calls = "\n".join(
-        f"{i}. {s.name}({json.dumps(s.arguments, default=str)}) -> {clip(s.content, _RESULT_CHARS)}"
-        for i, s in enumerate(walk.steps, start=1)
-    )
-    return SCENARIO_PROMPT.format(
-        description=_description(domain),
-        clock=clock_text(domain),
-        policy=clip(domain.policy, _POLICY_CHARS),
-        calls=calls,
-        records=records_text(domain, [walk]),
-        user_values=_values(walk.user_values),
-        shape=json.dumps(SCENARIO_SHAPE),
-        notes=_notes(notes),
-    )
+    return _calls_prompt(SCENARIO_PROMPT, SCENARIO_SHAPE, domain, walk, notes)
 
 
 def info_prompt(domain: Domain, walk: Walk, notes: str | None = None) -> str:
     """An information request: the calls that answer it, and the customer who asks."""
+    return _calls_prompt(INFO_PROMPT, INFO_SHAPE, domain, walk, notes)
+
+
+def _calls_prompt(
+    template: str, shape: dict[str, Any], domain: Domain, walk: Walk, notes: str | None
+) -> str:
+    """A walk's prompt: its calls with their results, the records, the values to know."""
     calls = "\n".join(
         f"{i}. {s.name}({json.dumps(s.arguments, default=str)}) -> {clip(s.content, _RESULT_CHARS)}"
         for i, s in enumerate(walk.steps, start=1)
     )
-    return INFO_PROMPT.format(
+    return template.format(
         description=_description(domain),
         clock=clock_text(domain),
         policy=clip(domain.policy, _POLICY_CHARS),
         calls=calls,
         records=records_text(domain, [walk]),
         user_values=_values(walk.user_values),
-        shape=json.dumps(INFO_SHAPE),
+        shape=json.dumps(shape),
         notes=_notes(notes),
     )
 

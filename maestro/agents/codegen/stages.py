@@ -89,10 +89,9 @@ def _what_failed(state: SynthesisState, owner: str, update: Update) -> str:
     ]
     out = f"; earlier: {' | '.join(briefs)}" if briefs else ""
     if owner == "tasks":
-        counts: dict[str, int] = {}
-        for line in update.get("rejected_tasks", state.get("rejected_tasks", [])):
-            reason = str(line).split(":", 1)[0]
-            counts[reason] = counts.get(reason, 0) + 1
+        counts = prompts.rejections_by_reason(
+            update.get("rejected_tasks", state.get("rejected_tasks", []))
+        )
         if counts:
             out += "; tasks not made, by reason: " + ", ".join(
                 f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])
