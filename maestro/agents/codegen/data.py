@@ -26,7 +26,7 @@ from maestro.agents.codegen.conditions import (
     shapes,
 )
 from maestro.agents.codegen.gate import placeholder_problems, repeated_problem
-from maestro.domains.laws import check_laws, compile_law, mapping_view
+from maestro.domains.laws import LawCheck, check_laws, compile_law, mapping_view
 
 JSONRecord = dict[str, Any]
 Database = dict[str, dict[str, JSONRecord]]
@@ -165,24 +165,24 @@ def database_problems(bp: Blueprint, db: Database) -> list[str]:
     return out
 
 
-def law_problems(bp: Blueprint, db: Database) -> list[str]:
-    """Every law broken, with how many records break it and a few of them."""
-    if not bp.laws:
-        return []
+def _law_check(bp: Blueprint, db: Database) -> LawCheck:
+    """The blueprint's laws checked on every record of ``db``."""
     tables = shapes(bp)
     laws = [compile_law(spec, tables, i) for i, spec in enumerate(bp.laws)]
     get, rows = mapping_view(db)
-    return check_laws(laws, tables, get, rows, bp.clock).lines()
+    return check_laws(laws, tables, get, rows, bp.clock)
+
+
+def law_problems(bp: Blueprint, db: Database) -> list[str]:
+    """Every law broken, with how many records break it and a few of them."""
+    return _law_check(bp, db).lines() if bp.laws else []
 
 
 def law_report_lines(bp: Blueprint, db: Database) -> list[str]:
     """Each law with how many records it was checked on and broken by (the review's view)."""
     if not bp.laws:
         return []
-    tables = shapes(bp)
-    laws = [compile_law(spec, tables, i) for i, spec in enumerate(bp.laws)]
-    get, rows = mapping_view(db)
-    report = check_laws(laws, tables, get, rows, bp.clock).report()
+    report = _law_check(bp, db).report()
     return [
         f"{r['says']} [{r['law']}] on {r['table']}: checked on {r['checked']} records, broken by {r['broken']}"
         for r in report
