@@ -135,8 +135,11 @@ BLUEPRINT_LANGUAGE = """The language:
   self) <= 1), and references are followed (returned_at >= rental_id.pickup_at). Write the laws
   that tie records together: dates in order, owners that match (an upgrade's passenger is its
   booking's), amounts within what the rules allow, at most one of something, statuses that
-  agree with dates; totals that agree with what they total (a balance with its statement and
-  the charges and payments posted since: sum(...)); a record's state that agrees with its
+  agree with dates; totals that agree with what they total: every stored field that sums or
+  counts other records gets its law, each as of its own date (a balance is its statement plus
+  the charges and less the payments posted since; the statement balance is what was owed on the
+  statement date, with every charge posted in its cycle: sum(... where posted_on <= statement_date));
+  a record's state that agrees with its
   history (a car's mileage at least its last return's); and the records an event must leave
   (a late return has its late charge: count(...) = 1 when returned late). Think as an auditor
   of such a business: every relation an expert would check is a law. The data and every
@@ -254,8 +257,9 @@ def data_messages(
         "amounts with the rules (a fee the policy states is that fee), and every value with its "
         "field's range or window.",
         "- Beyond the laws, keep every relation an auditor of such a business would check: "
-        "totals and balances equal what they total (use finish_<table> to sum the records made "
-        "after it); every event leaves the records the rules say it leaves (a late or refuelled "
+        "totals and balances equal what they total, each as of its own date (use finish_<table> "
+        "to sum the records made after it: a statement balance counts every charge and payment "
+        "up to its statement date, a balance those since); never draw a total at random; every event leaves the records the rules say it leaves (a late or refuelled "
         "return has its charge, at the stated rate); quantities are physically possible (a "
         "one-way rental's miles at least road_miles between its branches, miles and fuel used "
         "that fit the days); the free text of a record tells one story with its fields (a "
