@@ -36,7 +36,12 @@ def synthesize(
     no_lake: bool = typer.Option(False, "--no-lake", help="Write nothing to the lake."),
     max_iterations: int = typer.Option(3, min=1, max=20, help="Attempts per stage (per tool)."),
     tasks: int = typer.Option(10, min=1, max=200, help="Walk tasks to synthesize."),
-    refusals: int = typer.Option(3, min=0, max=50, help="Refusal tasks to synthesize."),
+    refusals: int = typer.Option(
+        3, min=0, max=50, help="Refusal tasks to synthesize from the agent rules."
+    ),
+    tool_refusals: int = typer.Option(
+        2, min=0, max=50, help="Refusal tasks to synthesize that a tool's own check enforces."
+    ),
     min_tasks: int = typer.Option(
         8, min=1, max=250, help="Fewest tasks (refusals included) to accept."
     ),
@@ -75,6 +80,7 @@ def synthesize(
             max_iterations=max_iterations,
             n_tasks=tasks,
             refusals=refusals,
+            tool_refusals=tool_refusals,
             min_tasks=min_tasks,
             min_refusals=min_refusals,
             records_per_table=records,

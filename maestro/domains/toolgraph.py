@@ -65,6 +65,13 @@ class WalkGuide:
     #: ``tool -> parameters`` an effect writes over a record's field (``delivery_address =
     #: $new_address``): drawn from values other than those the conversation's records hold.
     fresh: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: Tables whose keys a customer does not know (a car class, a branch, a charge's internal
+    #: id): a walk finds each such key with a read before the call that takes it, or is not
+    #: made; the customer names the record by what that read takes (a city, a name).
+    desk_keys: frozenset[str] = frozenset()
+    #: ``write -> writes`` a customer brings after it in one call (a flight change, then its
+    #: payment): a walk's second write is one of the first's; None: any other write.
+    flows: Mapping[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ from maestro.domains.toolgraph import (
 
 Call = tuple[ToolNode, dict[str, Any]]
 
+#: Reads a walk may add, beyond ``max_reads``, to find keys only the desk knows.
+DESK_READS = 2
+
 
 @dataclass(frozen=True)
 class WalkStep:
@@ -64,6 +67,12 @@ class Walk:
     #: An information request: it ends in a read whose answer the customer asks for, and
     #: writes nothing.
     asks: bool = False
+    #: Keys the calls take that only the desk knows (``WalkGuide.desk_keys``): a read shows
+    #: each before it is used, and the customer never says them.
+    hidden: tuple[str, ...] = ()
+    #: A refusal a tool enforces: its one write is refused by the tool (a ToolError) and
+    #: changes nothing; the calls before it succeed.
+    refused: bool = False
 
     @property
     def writes(self) -> list[WalkStep]:
@@ -116,6 +125,8 @@ class WalkOptions:
     guide: WalkGuide = field(default_factory=WalkGuide)
     #: Information requests: walks end in a read (not the identity lookup) and write nothing.
     asks: bool = False
+    #: Refusals a tool enforces: the walk's one write is refused by its tool.
+    refused: bool = False
 
 
 def sample_walks(
@@ -136,6 +147,7 @@ def sample_walks(
     pinned: Mapping[str, Sequence[Any]] | None = None,
     discover: float = 0.7,
     asks: bool = False,
+    refused: bool = False,
 ) -> list[Walk]:
     """Up to ``n`` distinct walks (by :meth:`Walk.signature`), each grounded and executed.
 
@@ -146,6 +158,8 @@ def sample_walks(
     walk passes a guide without ``forbids``). Fewer than ``n`` come back when the attempts run
     out: the domain's state allows no more. ``asks``: information requests instead, each
     ending in a read about the customer's records whose answer they ask for (a quote, a status).
+    ``refused``: one write each, which its tool refuses (no refills left), after the reads that
+    lead to it.
     """
     options = WalkOptions(
         max_reads=max_reads,
@@ -157,6 +171,7 @@ def sample_walks(
         pinned=dict(pinned or {}),
         guide=guide or WalkGuide(),
         asks=asks,
+        refused=refused,
     )
     rng = random.Random(seed)
     writes = sorted(graph.writes(), key=lambda w: w.name)
@@ -195,7 +210,7 @@ def sample_walks(
             continue
         dry += 1
         first = min(starts, key=lambda w: (made[w.name], rng.random()))
-        n_writes = 1 if asks or max_writes < 2 or rng.random() < 0.7 else 2
+        n_writes = 1 if asks or refused or max_writes < 2 or rng.random() < 0.7 else 2
         walk = _try_walk(domain, graph, writes, first, rng, n_writes, options)
         if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
             made[first.name] += 0.1
@@ -262,9 +277,15 @@ def _try_walk(
     elif tables and not scope.anchor(tables[0], rng):
         return None
     calls: list[Call] = []
+    if guide.flows is not None and not guide.flows.get(first.name):
+        n_writes = 1  # nothing a customer brings after this write
     for i in range(n_writes):
-        # A second write is another kind of request (two SIM orders in one call read oddly).
+        # A second write is another kind of request (two SIM orders in one call read oddly),
+        # and, where the guide says which, one a customer brings after the first.
         others = [w for w in writes if all(w.name != c[0].name for c in calls)]
+        if i > 0 and guide.flows is not None:
+            follows = guide.flows.get(calls[-1][0].name, ())
+            others = [w for w in others if w.name in follows]
         if i > 0 and not others:
             return None
         node = first if i == 0 else rng.choice(others)
@@ -274,7 +295,10 @@ def _try_walk(
             return None
         before = session.state_hash()
         out = domain.toolkit.call(session, node.name, args)
-        if options.asks:
+        if options.refused:
+            if out.status != "tool_error" or session.state_hash() != before:
+                return None  # the tool itself refuses it, and nothing changes
+        elif options.asks:
             if not out.ok or session.state_hash() != before or not _tells(out.content):
                 return None  # an information request is answered, and changes nothing
         elif not out.ok or session.state_hash() == before:
@@ -286,7 +310,13 @@ def _try_walk(
     if lead is None:
         return None
     return _execute(
-        domain, lead + calls, scope.owner, identified=bool(guide.identify), asks=options.asks
+        domain,
+        lead + calls,
+        scope.owner,
+        identified=bool(guide.identify),
+        asks=options.asks,
+        desk=guide.desk_keys,
+        refused=options.refused,
     )
 
 
@@ -353,21 +383,40 @@ def _lead_in(
         lead.append(call)
         shown |= answer
     budget = options.max_reads
+    desk = options.guide.desk_keys
+    # A key only the desk knows is always found, with up to DESK_READS reads beyond the budget.
+    extra = DESK_READS if desk else 0
     for node, args in calls:
         for p in node.params:
             if not p.table or p.name not in args:
                 continue
+            hidden = p.table in desk
             values = args[p.name] if isinstance(args[p.name], list) else [args[p.name]]
             for v in values:
-                if str(v) in shown or budget <= 0:
+                allowed = budget + extra if hidden else budget
+                if str(v) in shown:
+                    continue
+                if allowed <= 0:
+                    if hidden:
+                        return None  # the customer cannot give it, and no read is left
                     continue
                 # A customer may know their order number, not a catalog's key (a plan's PL1003):
                 # shared records are always looked up when a read shows them.
-                if scope.owners(p.table, str(v)) and rng.random() >= options.discover:
+                if (
+                    not hidden
+                    and scope.owners(p.table, str(v))
+                    and rng.random() >= options.discover
+                ):
                     continue
-                found = _discover(domain, graph, session, scope, str(v), shown, rng, budget, skip)
+                found = _discover(
+                    domain, graph, session, scope, str(v), shown, rng, allowed, skip, desk
+                )
+                if hidden and not found:
+                    return None  # no read shows it: no customer could ask for this call
                 lead += found
-                budget -= len(found)
+                spent = min(len(found), budget)
+                budget -= spent
+                extra -= len(found) - spent
     return lead
 
 
@@ -393,19 +442,30 @@ def _discover(
     rng: random.Random,
     budget: int,
     skip: set[str],
+    desk: frozenset[str] = frozenset(),
 ) -> list[Call]:
     """The shortest reads (at most ``budget``) whose last answer shows ``value`` and whose
     keys an earlier answer shows (or the customer knows: not their own record's key); the
     answers join ``shown``. Empty when none does."""
     found: list[tuple[list[Call], set[str]]] = []
+    # The record the key is of: a search by its fields is called with its own values (the
+    # customer names a sailing by its route, a branch by its city).
+    target = next((t for t in sorted(domain.tables) if session.exists(t, value)), None)
+    record = session.get(target, value) if target else None
     for node in sorted(graph.nodes.values(), key=lambda n: n.name):
         if budget <= 0 or node.kind != "read" or node.name in skip:
             continue
         args = fill(scope, node.params, rng, optional_rate=0.0, exact=True)
         if args is None or value in {str(a) for a in args.values()}:
             continue  # a read handed the value does not discover it
+        for p in node.params:
+            own = record.get(p.column[1]) if record and p.column and p.column[0] == target else None
+            if own is not None and p.name in args:
+                args[p.name] = own
         seen = set(shown)
-        chain = _keys_known(domain, graph, session, scope, node, args, seen, rng, budget - 1, skip)
+        chain = _keys_known(
+            domain, graph, session, scope, node, args, seen, rng, budget - 1, skip, desk
+        )
         if chain is None:
             continue
         out = domain.toolkit.call(session.fork(), node.name, args)
@@ -431,18 +491,29 @@ def _keys_known(
     rng: random.Random,
     budget: int,
     skip: set[str],
+    desk: frozenset[str] = frozenset(),
 ) -> list[Call] | None:
     """Reads that show the keys a read takes and no answer showed yet; None when one of them is
-    the customer's own key and no read shows it (a customer does not know their id)."""
+    the customer's own key or a key only the desk knows, and no read shows it (a customer does
+    not know their id, nor a branch's)."""
     chain: list[Call] = []
     for p in node.params:
         key = args.get(p.name)
         if not p.table or not isinstance(key, str) or key in seen:
             continue
         more = _discover(
-            domain, graph, session, scope, key, seen, rng, budget - len(chain), skip | {node.name}
+            domain,
+            graph,
+            session,
+            scope,
+            key,
+            seen,
+            rng,
+            budget - len(chain),
+            skip | {node.name},
+            desk,
         )
-        if not more and (p.table, key) == scope.owner:
+        if not more and ((p.table, key) == scope.owner or p.table in desk):
             return None
         chain += more
     return chain
@@ -455,9 +526,17 @@ def _execute(
     *,
     identified: bool,
     asks: bool = False,
+    desk: frozenset[str] = frozenset(),
+    refused: bool = False,
 ) -> Walk | None:
     result = replay_calls(domain, None, [(n.name, a) for n, a in calls])
-    if not result.ok or bool(result.session.diff()) == asks:
+    if refused:
+        last = result.outcomes[-1] if result.outcomes else None
+        if last is None or last.status != "tool_error" or result.failures[:-1]:
+            return None
+        if result.session.diff():
+            return None
+    elif not result.ok or bool(result.session.diff()) == asks:
         return None
     start = domain.start_session()
     steps: list[WalkStep] = []
@@ -479,6 +558,10 @@ def _execute(
             if not told and p.name not in user_values:
                 user_values[p.name] = args[p.name]
         shown |= set(strings(loads(out.content)))
+    hidden = tuple(dict.fromkeys(k for t, k in entities if t in desk))
+    given = {str(x) for v in user_values.values() for x in (v if isinstance(v, list) else [v])}
+    if given & set(hidden):
+        return None  # the customer would have to say a key only the desk knows
     return Walk(
         steps,
         list(dict.fromkeys(entities)),
@@ -488,6 +571,8 @@ def _execute(
         owner,
         identified and bool(owner),
         asks,
+        hidden,
+        refused,
     )
 
 

@@ -22,7 +22,7 @@ from maestro.agents.codegen.example import EXAMPLE, EXAMPLE_BRIEF
 from maestro.agents.codegen.generator import Sizes, normalise_generator, run_generator
 from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
-from maestro.agents.codegen.refusals import refusal_rules
+from maestro.agents.codegen.refusals import refusal_rules, tool_rules
 from maestro.agents.codegen.render import db_json, manifest_json, models_source
 from maestro.agents.codegen.scenarios import plan_walks
 from maestro.agents.codegen.state import SynthesisConfig
@@ -93,6 +93,16 @@ BLUEPRINT["operations"].append(
         "params": {"passenger_id": "str", "new_membership_id": "str"},
         "requires": [{"check": "new_membership_id.status", "test": "in", "value": ["open"]}],
         "sets": {"membership_id": "$new_membership_id"},
+    }
+)
+BLUEPRINT["operations"].append(
+    {
+        "name": "list_memberships",
+        "kind": "list",
+        "table": "memberships",
+        "description": "List the memberships open to passengers, or those closed.",
+        "params": {"status": "str"},
+        "by": ["status"],
     }
 )
 BLUEPRINT["rules"].append(
@@ -434,6 +444,8 @@ def find_passenger(db: Database, email: str, date_of_birth: IsoDate) -> dict:
     return db.find("bookings", passenger_id=passenger_id)""",
     "get_booking": """def get_booking(db, booking_id):
     return db.require("bookings", booking_id)""",
+    "find_sailings": """def find_sailings(db, route):
+    return db.find("sailings", route=route)""",
     "get_sailing": '''def get_sailing(db, sailing_id):
     """Show a sailing."""
     return db.require("sailings", sailing_id)''',
@@ -531,6 +543,9 @@ TOOLS["change_membership"] = """def change_membership(db, passenger_id, new_memb
         raise ToolError(f"membership {new_membership_id} is {membership['status']}, not open")
     return db.update("passengers", passenger_id, membership_id=new_membership_id)"""
 
+TOOLS["list_memberships"] = """def list_memberships(db, status):
+    return db.find("memberships", status=status)"""
+
 TOOLS["get_refund"] = """def get_refund(db, refund_id):
     return db.require("refunds", refund_id)"""
 
@@ -584,6 +599,16 @@ REFUSAL_PHRASES = {
     "cancel_booking": "cancel at the port office",
     "book_sailing": "only at the port",
     "request_transfer": "already requested",
+}
+
+#: The phrase of the policy that explains a refusal its tool enforces, by operation.
+TOOL_PHRASES = {
+    "cancel_booking": "24 hours before departure",
+    "book_sailing": "2 hours before departure",
+    "claim_cancelled_sailing_refund": "within 30 days",
+    "add_vehicle": "confirmed booking",
+    "request_transfer": "confirmed booking",
+    "request_assistance": "confirmed booking",
 }
 
 
@@ -735,7 +760,9 @@ def scenario_text(name: str) -> str:
 
 def refusal(walk: Walk) -> str:
     values = " ".join(str(v) for v in walk.user_values.values() if not isinstance(v, bool))
-    phrase = REFUSAL_PHRASES[walk.writes[0].name]
+    phrase = (TOOL_PHRASES if walk.refused else REFUSAL_PHRASES).get(walk.writes[0].name)
+    if phrase is None:
+        return json.dumps({"candidate": None})  # the policy states no rule for it
     return json.dumps(
         {
             "candidate": 1,
@@ -775,6 +802,8 @@ def task_replies(
                 rules=refusal_rules(bp),
                 guide=walk_guide(bp),
                 asks=config.information,
+                tool_refusals=config.tool_refusals,
+                tool_rules=tool_rules(bp),
             )
     did = domain_id(synthesis_id)
     writes = [w for w in walks if not w.asks]

@@ -80,8 +80,8 @@ def test_cli_crash_then_resume_stores_everything(tmp_path: Path) -> None:
     assert events["tokens"].sum() > 0
     domains = lake.read("domains").collect()
     assert domains["domain_id"].to_list() == [team.domain_id("cli1")]
-    assert domains["n_tasks"][0] == 5 and "def cancel_booking" in domains["tools_py"][0]
-    assert lake.read("tasks").collect().height == 5
+    assert domains["n_tasks"][0] == 7 and "def cancel_booking" in domains["tools_py"][0]
+    assert lake.read("tasks").collect().height == 7
 
 
 def test_cli_needs_a_brief_or_a_known_synthesis(tmp_path: Path) -> None:

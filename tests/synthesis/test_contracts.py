@@ -108,7 +108,7 @@ def test_the_blueprint_prompts_example_is_a_valid_blueprint_and_fits_its_schema(
     text = prompt(blueprint_messages(team.BRIEF, "transport", CONFIG.clock, None, None))
     (example,) = [o for o in json_objects(text) if "entities" in o]
     bp = parse_blueprint(example, clock=CONFIG.clock)
-    assert len(bp.operations) == 10
+    assert len(bp.operations) == 11
     schema = schema_of(response_format("blueprint", BlueprintDraft))
     jsonschema.validate(example, schema)
     assert "Monday 2026-01-05" in text  # the clock, as every stage states it

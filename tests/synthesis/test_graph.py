@@ -14,6 +14,7 @@ import pytest
 
 from maestro.agents.client import CallLog, Endpoints
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult, run_synthesis
+from maestro.agents.codegen.scenarios import is_tool_refusal
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.cli.domains import validate_targets
 from maestro.domains import inspect_package, replay_gold
@@ -80,7 +81,7 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     assert domain is not None
     kinds = {s.name: s.kind for s in domain.toolkit.specs.values()}
     creates = [op["name"] for op in team.BLUEPRINT["operations"] if op["kind"] == "create"]
-    assert len(domain.tables) == 5 and len(kinds) == 13 and len(creates) == 3
+    assert len(domain.tables) == 5 and len(kinds) == 15 and len(creates) == 3
     # Three main tables made to size, refunds one per cancelled booking, the catalog whole.
     sizes = {t: domain.initial.count(t) for t in domain.tables}
     assert {t: sizes[t] for t in ("passengers", "sailings", "bookings", "memberships")} == {
@@ -92,7 +93,18 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     assert 4 < sizes["refunds"] < 40
     refusals = [t for t in domain.tasks if t.category == "refusal"]
     asked = [t for t in domain.tasks if t.category == "read"]
-    assert len(domain.tasks) == 13 and len(refusals) == 3 and len(asked) == CONFIG.information
+    tool_refused = [t for t in refusals if is_tool_refusal(t)]
+    assert len(domain.tasks) == 15 and len(refusals) == 5 and len(asked) == CONFIG.information
+    assert len(tool_refused) == CONFIG.tool_refusals  # refused by the tools themselves
+    # An agent rule's refusal names its rule in the blueprint's words (the writer's own
+    # rewording made the coverage count no rule refused).
+    sentences = {r["rule"] for r in team.BLUEPRINT["agent_rules"]}
+    for task in refusals:
+        if not is_tool_refusal(task):
+            assert task.description and task.description.relevant_policies in sentences
+    for task in tool_refused:
+        assert task.evaluation_criteria.forbidden_actions == []
+        assert replay_gold(domain, task).session.diff().to_json() == []
     for task in asked:  # an information request: nothing changes, its facts are told
         crit = task.evaluation_criteria
         assert crit.communicate_info and RewardType.COMMUNICATE in crit.reward_basis
@@ -109,15 +121,15 @@ def test_a_capable_model_yields_a_rich_valid_domain(server: ScriptedServer, tmp_
     )
     checks, totals = validate_targets([Path(result.package)])
     assert totals["problems"] == [] and len(checks) == 1, totals
-    assert totals["gold_pass"] == totals["null_fail"] == totals["perturbed_fail"] == 13
+    assert totals["gold_pass"] == totals["null_fail"] == totals["perturbed_fail"] == 15
     assert [s for s, _, o in stages(result) if o != "ok"] == []
-    assert result.llm_calls == 1 + 1 + 13 + 1 + scripted + 1
+    assert result.llm_calls == 1 + 1 + 15 + 1 + scripted + 1
     # Every JSON stage sent its answer's schema; code and Markdown stages did not.
     formats = [
         (b.get("response_format") or {}).get("json_schema", {}).get("name")
         for b in requests(server, "good")
     ]
-    assert formats == ["blueprint", None, *[None] * 13, None, "review"]
+    assert formats == ["blueprint", None, *[None] * 15, None, "review"]
     task_formats = {
         b["response_format"]["json_schema"]["name"]
         for ep, _, b in server.model.requests
@@ -211,7 +223,7 @@ def test_the_reviewer_sends_a_missing_operation_back_to_the_blueprint(
 
 def test_a_tool_never_fixed_ends_in_rejection(server: ScriptedServer, tmp_path: Path) -> None:
     replies = team.team_replies(cancel=[team.CANCEL_BUGGY, team.CANCEL_BUGGY])
-    team.queue(server, "never", replies[:9])  # nothing after cancel_booking: it is not reached
+    team.queue(server, "never", replies[:10])  # nothing after cancel_booking: it is not reached
 
     result = synthesize(server, tmp_path, "never")
 
@@ -296,7 +308,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
     replies = team.team_replies()
-    team.queue(server, "crash", replies[:15])  # blueprint, data, 13 tools; policy unscripted
+    team.queue(server, "crash", replies[:17])  # blueprint, data, 15 tools; policy unscripted
 
     crashed = synthesize(server, tmp_path, "crash")
 
@@ -306,7 +318,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
     assert len(server.model.stats.unscripted) == 1
     calls_before = server.model.stats.calls["codegen"]
 
-    team.queue(server, "crash", replies[15:])
+    team.queue(server, "crash", replies[17:])
     scripted = team.queue_tasks(server, "crash", CONFIG)
     resumed = synthesize(server, tmp_path, "crash")
 
@@ -320,7 +332,7 @@ def test_a_crash_resumes_after_the_last_finished_stage(
 
 
 def test_too_few_tasks_are_topped_up_not_redone(server: ScriptedServer, tmp_path: Path) -> None:
-    config = CONFIG.model_copy(update={"min_tasks": 13})
+    config = CONFIG.model_copy(update={"min_tasks": 15})
     team.queue(server, "topup", team.team_replies())
     replies = team.task_replies("topup", config)
     lost = sorted(e for e in replies if "/walk-" in e)[0]  # never answered usably
@@ -338,7 +350,7 @@ def test_too_few_tasks_are_topped_up_not_redone(server: ScriptedServer, tmp_path
         ("tasks", "ok"),
     ]
     domain, _ = inspect_package(str(result.package))
-    assert domain is not None and len(domain.tasks) == 13
+    assert domain is not None and len(domain.tasks) == 15
 
 
 def test_a_synthesis_past_its_deadline_stops_as_a_resumable_crash(tmp_path: Path) -> None:
@@ -384,14 +396,14 @@ def test_tasks_the_reviewer_flags_are_dropped_and_the_rest_kept(
     assert [s for s, _, _ in stages(result)][-3:] == ["tasks", "review", "finalize"]
     domain, problems = inspect_package(str(result.package))
     assert problems == [] and domain is not None
-    assert len(domain.tasks) == 12 and f"{did}_syn0_w002" not in {t.id for t in domain.tasks}
+    assert len(domain.tasks) == 14 and f"{did}_syn0_w002" not in {t.id for t in domain.tasks}
     assert f"review: {did}_syn0_w002: {finding}" in result.rejected_tasks
 
 
 def test_too_few_tasks_left_after_review_are_replaced_and_the_writer_told_why(
     server: ScriptedServer, tmp_path: Path
 ) -> None:
-    config = CONFIG.model_copy(update={"min_tasks": 13})
+    config = CONFIG.model_copy(update={"min_tasks": 15})
     did = team.domain_id("again")
     finding = "The customer gives a booking number they could not know."
     team.queue(server, "again", team.team_replies(review=[flag(["w001"], finding), team.OK]))
@@ -414,7 +426,7 @@ def test_too_few_tasks_left_after_review_are_replaced_and_the_writer_told_why(
         ("review", "ok"),
     ]
     domain, _ = inspect_package(str(result.package))
-    assert domain is not None and len(domain.tasks) == 13
+    assert domain is not None and len(domain.tasks) == 15
     ids = {t.id for t in domain.tasks}
     assert f"{did}_syn0_w001" not in ids and f"{did}_syn1_w001" in ids
     # The writer of the replacement was told the reviewer's finding.

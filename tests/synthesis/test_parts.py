@@ -304,8 +304,8 @@ def test_a_wrongly_shaped_value_is_reported_once() -> None:
     op(data, "add_vehicle")["sets"] = {"vehicle": {"from": False, "to": True}}
     with pytest.raises(BlueprintError) as err:
         parse_blueprint(data, clock=CLOCK)
-    assert "operations.7.sets.vehicle" in str(err.value)
-    assert str(err.value).count("operations.7.sets.vehicle") == 1
+    assert "operations.8.sets.vehicle" in str(err.value)
+    assert str(err.value).count("operations.8.sets.vehicle") == 1
 
 
 def test_json_and_code_are_found_around_prose_and_fences() -> None:

@@ -275,6 +275,11 @@ def test_grounding_accepts_a_number_however_it_is_written() -> None:
     )
     (problem,) = grounding_problems(told, {"amount": 45.5, "payment_id": "PAY1"})
     assert "amount=45.5" in problem and "payment_id=PAY1" in problem
+    # A code word in the customer's words (a capable model's "by debit card" was refused).
+    said = ScenarioDraft.model_validate({**base, "known_info": "I pay by Debit Card."})
+    assert grounding_problems(said, {"method": "debit_card"}) == []
+    (problem,) = grounding_problems(said, {"method": "credit_card"})
+    assert "method=credit_card" in problem
 
 
 def test_a_retry_says_when_the_answer_hit_the_token_cap(

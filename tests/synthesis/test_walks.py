@@ -20,7 +20,7 @@ import pytest
 from maestro.agents.codegen.guide import parameter_fields, walk_guide
 from maestro.agents.codegen.refusals import refusal_rules
 from maestro.agents.codegen.scenario_prompts import refusal_prompt
-from maestro.agents.codegen.scenarios import plan_walks
+from maestro.agents.codegen.scenarios import is_tool_refusal, plan_walks
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
 from maestro.domains.facts import states_fact
@@ -73,6 +73,16 @@ def assert_a_person_would_ask(domain: Domain, task: Task) -> None:
     assert guide.forbids is not None
     session = domain.start_session(task)
     crit = task.evaluation_criteria
+    if is_tool_refusal(task):
+        # The tool refuses the request: the gold is the identity check with the customer's own
+        # identifiers, which the customer knows, and nothing changes.
+        (first,) = crit.actions
+        assert first.name == "find_passenger", task.id
+        (person,) = session.find("passengers", **first.arguments)
+        known = task.user_scenario.instructions.known_info or ""
+        assert all(str(v) in known for v in first.arguments.values()), (task.id, known)
+        assert not crit.forbidden_actions and crit.communicate_info, task.id
+        return
     calls = crit.actions if task.category != "refusal" else crit.forbidden_actions
     person = session.require(*owner_of(domain, session, calls))
     identity = {"email": person["email"], "date_of_birth": person["date_of_birth"]}
@@ -339,3 +349,25 @@ def test_a_rule_on_a_parameter_against_the_clock_is_aimed_at_inside_its_window()
     picks = [datetime.fromisoformat(v) for v in aimed["pickup_at"]]
     assert picks and all(CONFIG.clock < p < limit for p in picks)
     assert aimed["amount"] and all(a > 1000 for a in aimed["amount"])
+
+
+def test_two_writes_are_a_pair_a_customer_brings(ferry: Domain) -> None:
+    """Issue 20: "extend a rental, then cancel it" was a task; a second write now follows the
+    first's ``then`` (cancel a booking, then book another sailing)."""
+    from dataclasses import replace
+
+    bp = team.blueprint(CONFIG)
+    guide = walk_guide(bp)
+    assert guide.flows is not None and guide.flows["cancel_booking"] == ("book_sailing",)
+
+    def pairs(g: Any) -> list[tuple[str, str]]:
+        out = []
+        for seed in range(4):
+            walks, _ = plan_walks(ferry, n=12, seed=seed, guide=g)
+            out += [(w.writes[0].name, w.writes[1].name) for w in walks if len(w.writes) == 2]
+        return out
+
+    before = pairs(replace(guide, flows=None))
+    assert any(p != ("cancel_booking", "book_sailing") for p in before), before
+    after = pairs(guide)
+    assert after and set(after) == {("cancel_booking", "book_sailing")}, after

@@ -269,6 +269,11 @@ class Entity(_Strict):
     prefix: str = Field(pattern=r"^[A-Z]{1,4}$")
     #: A small fixed list (services, branches, doctors) rather than a table that grows.
     catalog: bool = False
+    #: Whether a customer knows this table's keys (a booking code from their email: true; a car
+    #: class, a branch, a plan code, a charge's internal id: false). None: a main table's are
+    #: known, a catalog's are not. The agent finds an unknown key with a read; the customer
+    #: names the record by what they know of it (its name, its city, its date and amount).
+    key_known: bool | None = None
     fields: dict[str, str] = Field(min_length=1, max_length=20)
     #: The share of each value an enum field should hold, in percent (``{"cabin":
     #: {"economy": 80, "business": 15, "first": 5}}``); the data is checked against it.
@@ -307,6 +312,11 @@ class Entity(_Strict):
 
     def field_types(self) -> dict[str, FieldType]:
         return {name: FieldType.parse(text) for name, text in self.fields.items()}
+
+    @property
+    def desk_key(self) -> bool:
+        """Whether only the desk knows this table's keys (see ``key_known``)."""
+        return self.catalog if self.key_known is None else not self.key_known
 
 
 Test = Literal[
@@ -410,6 +420,9 @@ class Operation(_Strict):
     adds: dict[str, str] = Field(default_factory=dict, max_length=3)
     #: quote: what the tool answers, by name, each an expression (``{"total": "..."}``).
     returns: dict[str, str] = Field(default_factory=dict, max_length=8)
+    #: update and create: the writes a customer brings in the same call after this one (a
+    #: flight change, then paying its difference). Tasks of two writes follow these.
+    then: list[str] = Field(default_factory=list, max_length=3)
 
     @property
     def tool_kind(self) -> Literal["read", "write"]:
@@ -468,6 +481,10 @@ class BlueprintDraft(_Strict):
             if op.name == name:
                 return op
         raise KeyError(name)
+
+    def desk_keys(self) -> frozenset[str]:
+        """The tables whose keys a customer does not know: an agent finds them with a read."""
+        return frozenset(e.table for e in self.entities if e.desk_key)
 
     def agent_rules_of(self, name: str) -> list[AgentRule]:
         return [r for r in self.agent_rules if r.operation == name]

@@ -37,6 +37,7 @@ EXAMPLE: dict[str, Any] = {
             "table": "sailings",
             "key": "sailing_id",
             "prefix": "SL",
+            "key_known": False,
             "fields": {
                 "route": "enum:Portsmouth-Cherbourg|Plymouth-Roscoff|Poole-Guernsey",
                 "departs_at": "datetime:-30d..+60d",
@@ -99,6 +100,15 @@ EXAMPLE: dict[str, Any] = {
             "params": {"booking_id": "str"},
         },
         {
+            "name": "find_sailings",
+            "kind": "list",
+            "table": "sailings",
+            "description": "List the sailings on a route (a passenger knows where they travel, "
+            "not a sailing's key).",
+            "params": {"route": "str"},
+            "by": ["route"],
+        },
+        {
             "name": "get_sailing",
             "kind": "read",
             "table": "sailings",
@@ -136,6 +146,7 @@ EXAMPLE: dict[str, Any] = {
             "table": "refunds",
             "description": "Cancel a confirmed booking at least 24 hours before departure; "
             "the fare is refunded.",
+            "then": ["book_sailing"],
             "params": {"booking_id": "str", "reason": "str"},
             "requires": [
                 {"check": "booking_id.status = 'confirmed'"},

@@ -56,6 +56,8 @@ def walk_guide(bp: Blueprint) -> WalkGuide:
         forbids=forbids,
         pointless=pointless,
         fresh={op.name: overwritten(bp, op) for op in bp.operations},
+        desk_keys=bp.desk_keys(),
+        flows={op.name: tuple(op.then) for op in bp.operations if op.tool_kind == "write"},
     )
 
 

@@ -78,6 +78,10 @@ BLUEPRINT_LANGUAGE = """The language:
   "catalog": true marks a small fixed list (services, branches, plans, car classes) of about 10
   records; other tables hold about 100 records. "shares" (optional) gives the share of each
   value an enum field should hold, in percent: {"cabin": {"economy": 80, "business": 20}}.
+  "key_known": false marks a table whose keys no customer knows (a sailing, a car class, a
+  branch, a plan, a charge's internal id; a catalog's keys are unknown by default): customers
+  name its records by what they know (a route and date, a city, a merchant and amount), so
+  give it a list or lookup by those fields; the agent finds the key with it.
 - field types: str, int, float, bool, date, datetime, ref:<table> (a key of that table),
   enum:a|b|c. int:1..8 and float:0..500 give the range of values; date:-60d..0d and
   datetime:+1d..+30d give the window, relative to today, where values fall (units d, w, y:
@@ -122,6 +126,9 @@ BLUEPRINT_LANGUAGE = """The language:
     Compare parameters and fields with each other (mileage_in at least the rental's mileage
     out, a new flight on the same route), count what must not exist yet (no refill already
     pending), compute limits (a refund at most what was paid).
+  - "then" (update and create, optional): the other writes a customer brings in the same call
+    after this one (cancel a booking, then book another sailing; change a flight, then pay the
+    difference); a task of two writes is one of these pairs.
   - "sets": the effects, by target: "order_id.status"; "new.amount" (a field of the record a
     create adds: every field of it that is not nullable must be set); a bare field (the own
     record for update, the new one for create). Values: a constant, null, "$param",

@@ -14,9 +14,12 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Blueprint, Condition, Operation
-from maestro.agents.codegen.conditions import all_hold, record_params, rooted_at
+from maestro.agents.codegen.conditions import all_hold, condition_node, record_params, rooted_at
 from maestro.agents.codegen.scenarios import RefusalRule
 from maestro.domains.expressions import (
+    Aggregate,
+    Arith,
+    Clock,
     Compare,
     Env,
     EvaluationError,
@@ -53,6 +56,11 @@ def refusal_rules(bp: Blueprint) -> list[RefusalRule]:
         ) -> list[tuple[str, str]] | None:
             return _anchors(bp, _op, _all, _r, session)
 
+        def explain(
+            session: Session, _op: Any = op, _all: Any = conditions, _r: Any = rule.refuse_when
+        ) -> str:
+            return _no_candidate(bp, _op, _all, _r, session)
+
         out.append(
             RefusalRule(
                 rule.operation,
@@ -60,9 +68,112 @@ def refusal_rules(bp: Blueprint) -> list[RefusalRule]:
                 applies,
                 anchors,
                 _aimed(op, list(rule.refuse_when), bp.clock),
+                explain,
             )
         )
     return out
+
+
+def tool_rules(bp: Blueprint) -> list[RefusalRule]:
+    """One :class:`RefusalRule` (``enforced``) per check of a write that one record of the
+    customer's decides (no refills left, a booking not confirmed): the tool refuses the call
+    when that check fails and the operation's other checks hold, so the refusal has one reason.
+    Ordered so that consecutive rules are of different operations."""
+    by_op: list[list[RefusalRule]] = []
+    for op in bp.operations:
+        if op.tool_kind != "write":
+            continue
+        mine: list[RefusalRule] = []
+        for param, _table in record_params(bp, op).items():
+            own = rooted_at(bp, op, list(op.requires), param)
+            # A limit, a date, a count before a status the record is not in: the rules a
+            # policy states (no refills left) come first, "it is cancelled already" after.
+            for check in sorted(own, key=lambda c: _plain(bp, op, c)):
+                mine.append(_tool_rule(bp, op, param, check, own))
+        if mine:
+            by_op.append(mine)
+    out: list[RefusalRule] = []
+    for i in range(max((len(m) for m in by_op), default=0)):
+        out += [m[i] for m in by_op if i < len(m)]
+    return out
+
+
+def _plain(bp: Blueprint, op: Operation, check: Condition) -> bool:
+    """Whether a check only asks for a status (``booking_id.status = 'confirmed'``)."""
+    try:
+        node = condition_node(bp, op, check)
+    except ExpressionError:
+        return True
+    nodes = list(walk(node))
+    if any(isinstance(n, Aggregate | Arith | Clock) for n in nodes):
+        return False
+    paths = [n for n in nodes if isinstance(n, Path)]
+    return all(n.parts[-1] == "status" for n in paths if not n.dollar)
+
+
+def _tool_rule(
+    bp: Blueprint, op: Operation, param: str, check: Condition, own: list[Condition]
+) -> RefusalRule:
+    others = [c for c in op.requires if c is not check]
+    rest = [c for c in own if c is not check]
+    table = record_params(bp, op)[param]
+
+    def applies(args: dict[str, Any], session: Session) -> bool:
+        return not all_hold(bp, op, [check], args, session, bp.clock) and all_hold(
+            bp, op, others, args, session, bp.clock
+        )
+
+    def anchors(session: Session) -> list[tuple[str, str]]:
+        return [
+            (table, key)
+            for key in session.keys(table)
+            if not all_hold(bp, op, [check], {param: key}, session, bp.clock)
+            and all_hold(bp, op, rest, {param: key}, session, bp.clock)
+        ]
+
+    def explain(session: Session) -> str:
+        n = len(session.keys(table))
+        return f"of {n} {table} ({param}), none fails only this check of {op.name}"
+
+    what = check.check if check.is_expression else f"{check.check} {check.test} {check.value}"
+    what += f" (when {check.when})" if check.when else ""
+    return RefusalRule(op.name, f"{op.name} requires {what}", applies, anchors, {}, explain, True)
+
+
+def _no_candidate(
+    bp: Blueprint, op: Any, conditions: list[Any], refuse_when: list[Any], session: Session
+) -> str:
+    """Why no candidate was found, in counts: of the records the rule looks at, how many meet
+    the operation's checks, how many the rule, how many both (a rule the data can meet but no
+    walk reached says so too)."""
+    parts: list[str] = []
+    for param, table in record_params(bp, op).items():
+        own = rooted_at(bp, op, conditions, param)
+        rule = [c for c in own if c in refuse_when]
+        if not rule:
+            continue
+        checks = [c for c in own if c not in refuse_when]
+        keys = session.keys(table)
+        meet = [k for k in keys if all_hold(bp, op, checks, {param: k}, session, bp.clock)]
+        ruled = [k for k in keys if all_hold(bp, op, rule, {param: k}, session, bp.clock)]
+        both = sorted(set(meet) & set(ruled))
+        line = (
+            f"of {len(keys)} {table} ({param}), {len(meet)} meet {op.name}'s checks, "
+            f"{len(ruled)} the rule, {len(both)} both"
+        )
+        if both:
+            line += (
+                f" ({', '.join(both[:3])}{' ...' if len(both) > 3 else ''}), and no walk from "
+                "them succeeded (the call was refused or changed nothing, the rule did not hold "
+                "of the arguments drawn, or the owner could not be identified)"
+            )
+        parts.append(line)
+    if not parts:
+        aimed = _aimed(op, list(refuse_when), bp.clock)
+        return "it looks at no record; the values tried were " + (
+            ", ".join(f"{k} in {v}" for k, v in aimed.items()) or "drawn at random"
+        )
+    return "; ".join(parts)
 
 
 def _anchors(

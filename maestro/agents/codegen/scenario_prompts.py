@@ -10,17 +10,20 @@ its parser are one contract, kept in one module (the contract tests parse the sh
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from maestro.agents.structured import AnswerRefused, json_object
 from maestro.domains.package import Domain
+from maestro.domains.toolgraph import reference_fields
 from maestro.domains.walks import Walk, related_records
 
 _POLICY_CHARS = 6000
 _RESULT_CHARS = 700
 _RECORDS = 14
+_REFERRING = 6
 
 SCENARIO_SHAPE = {
     "persona": "...",
@@ -143,6 +146,14 @@ _RULE_JOB = (
     'Write that customer, with "candidate": 1. If you find that the policy does not forbid it '
     "after all, answer with {none} (the other keys may be left out or null)."
 )
+#: A refusal the tool enforces: the candidate's call is refused by its tool, whose answer is shown.
+_TOOL_JOB = (
+    "The customer asks for candidate 1 today, and the desk's tool refuses it (its answer is "
+    "shown): the agent must tell the customer no and why, from the policy, whether it checks "
+    'first or tries the call. Write that customer, with "candidate": 1, and "rule" the policy '
+    "rule the tool's answer applies. If the policy states no such rule, answer with {none} "
+    "(the other keys may be left out or null)."
+)
 #: Without a rule, the candidates are writes the tools accept; the model judges the policy.
 _PICK_HEADING = "Candidate requests"
 _PICK_JOB = (
@@ -173,15 +184,48 @@ def clock_text(domain: Domain) -> str:
     )
 
 
-def records_text(domain: Domain, walks: list[Walk]) -> str:
+def records_text(domain: Domain, walks: list[Walk], referring: bool = False) -> str:
+    """The walks' records and those they refer to; with ``referring``, also up to
+    ``_REFERRING`` records that refer to the records the writes name (a prescription's pending
+    refill, which a rule counts: a refusal's writer saw the rule but not the refill)."""
     session = domain.start_session()
     entities = [e for w in walks for e in w.entities]
     shown = related_records(domain, session, entities, hops=2)[:_RECORDS]
+    if referring:
+        named = {
+            (t, str(v))
+            for w in walks
+            for s in w.writes
+            for v in s.arguments.values()
+            for t in domain.tables
+            if isinstance(v, str) and (t, v) in set(entities)
+        }
+        extra: list[tuple[str, str]] = []
+        for table, fields in reference_fields(domain).items():
+            for key in session.keys(table):
+                record = session.get(table, key) or {}
+                refers = any((t, str(record.get(f))) in named for f, t in fields.items())
+                if refers and (table, key) not in shown and len(extra) < _REFERRING:
+                    extra.append((table, key))
+        shown += extra
     lines = [
         f"- {t}/{k}: {clip(json.dumps(session.get(t, k), default=str), _RESULT_CHARS)}"
         for t, k in shown
     ]
     return "\n".join(lines) or "(none)"
+
+
+def hidden_text(walks: list[Walk]) -> str:
+    """The keys of a prompt's records that the customer cannot know, said after the records."""
+    hidden = list(dict.fromkeys(k for w in walks for k in w.hidden))
+    if not hidden:
+        return ""
+    return (
+        f"\nOnly the desk sees these keys: {', '.join(hidden)}. The customer does not know them "
+        "and never says them (not in known_info, reason_for_call or task_instructions): they "
+        "name those records by what they know of them (a name, a city, a date, an amount), and "
+        "the agent finds the keys with its tools."
+    )
 
 
 def _description(domain: Domain) -> str:
@@ -218,7 +262,7 @@ def _calls_prompt(
         clock=clock_text(domain),
         policy=clip(domain.policy, _POLICY_CHARS),
         calls=calls,
-        records=records_text(domain, [walk]),
+        records=records_text(domain, [walk]) + hidden_text([walk]),
         user_values=_values(walk.user_values),
         shape=json.dumps(shape),
         notes=_notes(notes),
@@ -228,14 +272,18 @@ def _calls_prompt(
 def refusal_prompt(
     domain: Domain, group: list[Walk], rule: str | None, notes: str | None = None
 ) -> str:
-    """One candidate forbidden by ``rule``, or (no rule) candidates to pick a forbidden one of."""
+    """One candidate forbidden by ``rule``, one its tool refuses (a ``refused`` walk), or (no
+    rule) candidates to pick a forbidden one of."""
     candidates = "\n".join(
         f"{i}. {w.writes[0].name}({json.dumps(w.writes[0].arguments, default=str)}); the "
         f"customer gives {_values(w.user_values)}"
+        + (f"; the tool answers: {clip(w.writes[0].content, _RESULT_CHARS)}" if w.refused else "")
         for i, w in enumerate(group, start=1)
     )
     none = json.dumps(REFUSAL_NONE)
-    if rule is not None:
+    if group and group[0].refused:
+        heading, job, hint = _RULE_HEADING, _TOOL_JOB.format(none=none), ""
+    elif rule is not None:
         heading, job = _RULE_HEADING, _RULE_JOB.format(none=none)
         hint = f"\nThe policy's rule that forbids it: {rule}\n"
     else:
@@ -247,7 +295,7 @@ def refusal_prompt(
         heading=heading,
         candidates=candidates,
         rule=hint,
-        records=records_text(domain, group),
+        records=records_text(domain, group, referring=True) + hidden_text(group),
         notes=_notes(notes),
         job=job,
         shape=json.dumps(REFUSAL_SHAPE),
@@ -372,7 +420,10 @@ def grounding_problems(draft: ScenarioDraft, user_values: dict[str, Any]) -> lis
 
 
 def _spellings(value: Any) -> list[str]:
-    """Ways a value may be written: a number as 40, 40.0 or 40.00."""
+    """Ways a value may be written: a number as 40, 40.0 or 40.00; a code word's underscores
+    and hyphens as spaces ("by debit card" gives ``debit_card``)."""
     if isinstance(value, int | float):
         return [str(value), f"{value:g}", f"{value:.2f}"]
-    return [str(value)]
+    text = str(value)
+    words = re.sub(r"(?<=[^\W\d_])[_-](?=[^\W\d_])", " ", text)
+    return [text, words] if words != text else [text]

@@ -24,6 +24,7 @@ from typing import Any
 
 from maestro.agents.client import ChatClient, Endpoints, ProviderError
 from maestro.agents.codegen.answers import response_format
+from maestro.agents.codegen.known import hidden_key_problems
 from maestro.agents.codegen.scenario_prompts import (
     DraftError,
     InfoDraft,
@@ -77,6 +78,12 @@ class RefusalRule:
     applies: Callable[[dict[str, Any], Session], bool]
     anchors: Callable[[Session], list[tuple[str, str]] | None]
     aimed: dict[str, list[Any]] = field(default_factory=dict)
+    #: Why the data offers no candidate, on a state (how many records meet the operation's
+    #: checks, the rule, both); None: nothing to say beyond "no candidate".
+    explain: Callable[[Session], str] | None = None
+    #: A check the tool itself makes (``refusals.tool_rules``): the customer's request is
+    #: refused by the tool, and the agent explains why; the rule is the check, for reports.
+    enforced: bool = False
 
 
 @dataclass
@@ -120,6 +127,8 @@ def plan_walks(
     guide: WalkGuide | None = None,
     exclude: Sequence[str] = (),
     asks: int = 0,
+    tool_refusals: int = 0,
+    tool_rules: list[RefusalRule] | None = None,
 ) -> tuple[list[Walk], list[RefusalPlan]]:
     """The walks ``synthesize_tasks`` dresses for this seed, and its refusal requests. No model
     call. ``exclude`` holds signatures no walk may take (tasks a reviewer dropped). Up to
@@ -131,7 +140,11 @@ def plan_walks(
     drawn from the values the rule names, kept only when the rule holds of its arguments.
     Without, each gets ``CANDIDATES_PER_REFUSAL`` random single writes and the model judges them
     against the policy. With a ``guide`` (a synthesized domain's), walks follow it: the identity
-    lookup first, parameters from their own fields, nothing an agent rule forbids."""
+    lookup first, parameters from their own fields, nothing an agent rule forbids.
+
+    ``tool_refusals`` more refusals come from ``tool_rules`` (checks the tools make): each a
+    request the tool refuses for that one check, from a record that fails it; the rules are
+    taken in turn from the seed's, skipping those no walk meets."""
     graph = build_tool_graph(domain, seed=seed, guide=guide)
     existing = [task_signature(domain, t) for t in domain.tasks] + list(exclude)
     questions = sample_walks(
@@ -174,6 +187,7 @@ def plan_walks(
             taken += [w.signature() for w in group]
             owners.update(w.owner for w in group if w.owner is not None)
             plans.append(RefusalPlan(group, rule))
+        plans += _tool_refusals(domain, graph, tool_refusals, tool_rules or [], seed, taken, guide)
         return walks, plans
     pool = sample_walks(
         domain,
@@ -190,7 +204,50 @@ def plan_walks(
         plans.append(
             RefusalPlan(pool[j * CANDIDATES_PER_REFUSAL : (j + 1) * CANDIDATES_PER_REFUSAL])
         )
+    plans += _tool_refusals(domain, graph, tool_refusals, tool_rules or [], seed, taken, guide)
     return walks, plans
+
+
+def _tool_refusals(
+    domain: Domain,
+    graph: Any,
+    n: int,
+    rules: list[RefusalRule],
+    seed: int,
+    taken: list[str],
+    guide: WalkGuide | None,
+) -> list[RefusalPlan]:
+    """Up to ``n`` refusals the tools enforce, one per rule, the rules taken in turn from
+    ``seed``; a rule no walk meets is passed over (each rule is tried once)."""
+    start = domain.start_session()
+    plans: list[RefusalPlan] = []
+    if not rules or n <= 0:
+        return plans
+    for i in range(len(rules)):
+        if len(plans) >= n:
+            break
+        rule = rules[(seed + i) % len(rules)]
+        anchors = rule.anchors(start)
+        if anchors == []:
+            continue
+        group = sample_walks(
+            domain,
+            graph,
+            1,
+            seed=seed + 15485863 + i,
+            max_writes=1,
+            optional_rate=0.6,
+            exclude=taken,
+            tools=[rule.operation],
+            anchors=anchors,
+            keep=_applies(rule, start),
+            guide=without_rules(guide),
+            refused=True,
+        )
+        if group:
+            taken += [w.signature() for w in group]
+            plans.append(RefusalPlan(group, rule))
+    return plans
 
 
 def _applies(rule: RefusalRule, start: Session) -> Callable[[Walk], bool]:
@@ -216,6 +273,8 @@ async def synthesize_tasks(
     exclude: Sequence[str] = (),
     notes: str | None = None,
     asks: int = 0,
+    tool_refusals: int = 0,
+    tool_rules: list[RefusalRule] | None = None,
 ) -> TaskSynthesis:
     """Up to ``n`` walk tasks and ``refusals`` refusal tasks for a domain, all ``synthesized``.
 
@@ -238,6 +297,8 @@ async def synthesize_tasks(
         guide=guide,
         exclude=exclude,
         asks=asks,
+        tool_refusals=tool_refusals,
+        tool_rules=tool_rules,
     )
     out.walks = len(walks)
     if len(walks) < n:
@@ -253,6 +314,7 @@ async def synthesize_tasks(
     writes = [w for w in walks if not w.asks]
     jobs = [one("walk", i, RefusalPlan([w])) for i, w in enumerate(writes)]
     jobs += [one("info", i, RefusalPlan([w])) for i, w in enumerate(w for w in walks if w.asks)]
+    start = domain.start_session()
     for j, plan in enumerate(plans):
         if plan.group:
             jobs.append(one("refusal", j, plan))
@@ -260,7 +322,10 @@ async def synthesize_tasks(
             what = (
                 f"the rule {plan.rule.rule!r}" if plan.rule else "no write succeeds on live state"
             )
-            out.rejected.append(("no_walk", f"refusal {j}: no candidate for {what}"))
+            why = plan.rule.explain(start) if plan.rule and plan.rule.explain else ""
+            out.rejected.append(
+                ("no_walk", f"refusal {j}: no candidate for {what}" + (f": {why}" if why else ""))
+            )
     for task in await asyncio.gather(*jobs):
         if task is None:
             continue
@@ -304,6 +369,13 @@ async def _synthesize_one(
     def parse(text: str | None) -> Task:
         if refusal:
             task = _refusal_task(domain, group, parse_draft(text, RefusalDraft))
+            if plan.rule is not None and not plan.rule.enforced and task.description:
+                # The rule the refusal was aimed at, in its own words: coverage counts rules
+                # by their sentence (a writer's rewording made "0 of 3 rules refused").
+                described = task.description.model_copy(
+                    update={"relevant_policies": plan.rule.rule}
+                )
+                task = task.model_copy(update={"description": described})
         elif kind == "info":
             info = parse_draft(text, InfoDraft)
             found = grounding_problems(info.scenario(), group[0].user_values)
@@ -318,9 +390,9 @@ async def _synthesize_one(
             task = _walk_task(domain, group[0], draft)
         # The scenario's own rules, checked here so that a refusal goes back to its writer
         # (checked after the answer, the capable model never saw why its tasks were dropped).
-        volunteered = volunteered_known_facts(task)
-        if volunteered:
-            raise DraftError("; ".join(volunteered))
+        problems = told_problems(task, group)
+        if problems:
+            raise DraftError("; ".join(problems))
         return task
 
     def explain(problem: str, done: Completion) -> str:
@@ -363,6 +435,15 @@ async def _synthesize_one(
         out.rejected.append(("malformed_output", f"{episode}: " + "; ".join(exc.problems)))
         return None
     return asked.value
+
+
+def told_problems(task: Task, group: list[Walk]) -> list[str]:
+    """What the customer is told that they cannot know or must not volunteer: a key only the
+    desk sees (a branch's BR1002), a known fact given before the agent asks."""
+    said = task.user_scenario.instructions
+    hidden = tuple(k for w in group for k in w.hidden)
+    texts = [said.known_info, said.reason_for_call, said.task_instructions]
+    return hidden_key_problems(texts, hidden) + volunteered_known_facts(task)
 
 
 class _NoForbidden(Exception):
@@ -460,6 +541,8 @@ def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Tas
     if missing:
         raise DraftError("; ".join(missing))
     step = walk.writes[0]
+    if walk.refused:
+        return _tool_refusal_task(domain, walk, draft, scenario, phrases)
     return Task(
         id="pending",
         description=TaskDescription(
@@ -472,6 +555,46 @@ def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Tas
             nl_assertions=scenario.nl_assertions,
             reward_basis=[RewardType.DB, RewardType.COMMUNICATE, RewardType.NL_ASSERTION],
             forbidden_actions=[Action(action_id="f1", name=step.name, arguments=step.arguments)],
+        ),
+        category="refusal",
+    )
+
+
+def is_tool_refusal(task: Task) -> bool:
+    """Whether a task is a refusal its tool enforces (:func:`_tool_refusal_task`)."""
+    purpose = task.description.purpose if task.description else None
+    return task.category == "refusal" and (purpose or "").startswith(TOOL_REFUSAL)
+
+
+#: How a refusal the tool enforces begins its purpose.
+TOOL_REFUSAL = "Synthesized refusal: the tool refuses "
+
+
+def _tool_refusal_task(
+    domain: Domain, walk: Walk, draft: RefusalDraft, scenario: ScenarioDraft, phrases: list[str]
+) -> Task:
+    """A refusal the tool enforces: the identity lookup is the gold (the agent may try the
+    call, which its tool refuses), nothing changes, and the agent says the rule's facts."""
+    step = walk.writes[0]
+    lead = [walk.steps[0]] if walk.identified and walk.steps[0] is not step else []
+    actions = [
+        Action(action_id=f"a{i}", name=s.name, arguments=s.arguments, compare_args=list(s.grounded))
+        for i, s in enumerate(lead, start=1)
+    ]
+    basis = [RewardType.DB, RewardType.COMMUNICATE, RewardType.NL_ASSERTION]
+    return Task(
+        id="pending",
+        description=TaskDescription(
+            purpose=f"{TOOL_REFUSAL}{step.name} here",
+            relevant_policies=draft.rule,
+            notes=f"{step.name}({json.dumps(step.arguments, default=str)}) -> {step.content[:300]}",
+        ),
+        user_scenario=_scenario(domain, scenario),
+        evaluation_criteria=EvaluationCriteria(
+            actions=actions,
+            communicate_info=phrases,
+            nl_assertions=scenario.nl_assertions,
+            reward_basis=[*basis[:1], RewardType.ACTION, *basis[1:]] if actions else basis,
         ),
         category="refusal",
     )

@@ -49,9 +49,14 @@ from maestro.agents.codegen.generator import (
 from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.properties import argument_pools, check_properties
-from maestro.agents.codegen.refusals import refusal_rules
+from maestro.agents.codegen.refusals import refusal_rules, tool_rules
 from maestro.agents.codegen.render import db_json, laws_json, manifest_json, models_source
-from maestro.agents.codegen.scenarios import synthesize_tasks, task_signature, tasks_jsonl
+from maestro.agents.codegen.scenarios import (
+    is_tool_refusal,
+    synthesize_tasks,
+    task_signature,
+    tasks_jsonl,
+)
 from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.codegen.verify import run_tests
@@ -471,6 +476,7 @@ class SynthesisTeam:
         kept_lines = state.get("partial_tasks", "")
         kept = [Task.model_validate_json(line) for line in kept_lines.splitlines() if line.strip()]
         refusals_kept = sum(t.category == "refusal" for t in kept)
+        tool_kept = sum(is_tool_refusal(t) for t in kept)
         root = self._package(state, {**state["files"], "tasks.jsonl": kept_lines})
         seed = cfg.seed + attempts["tasks"] - 1  # a retry samples other walks
         dropped = [Task.model_validate_json(line) for line in state.get("dropped_tasks", [])]
@@ -481,8 +487,10 @@ class SynthesisTeam:
                     self.client,
                     n=max(0, cfg.n_tasks - (len(kept) - refusals_kept)),
                     seed=seed,
-                    refusals=max(0, cfg.refusals - refusals_kept),
+                    refusals=max(0, cfg.refusals - (refusals_kept - tool_kept)),
                     rules=refusal_rules(bp),
+                    tool_refusals=max(0, cfg.tool_refusals - tool_kept),
+                    tool_rules=tool_rules(bp),
                     guide=walk_guide(bp),
                     # What the reviewer refused is not made again, and its finding is told.
                     exclude=[task_signature(domain, t) for t in dropped],

@@ -39,6 +39,9 @@ class SynthesisConfig(BaseModel):
     #: Of the walk tasks, up to this many are information requests (a quote, a status: the
     #: customer asks, the agent reads and tells, nothing changes).
     information: int = Field(2, ge=0, le=50)
+    #: Refusals a tool enforces (no refills left: the tool refuses, the agent explains), beside
+    #: the ``refusals`` of the agent rules.
+    tool_refusals: int = Field(2, ge=0, le=50)
     #: Fewest tasks (refusals included) and fewest refusals for the domain to be kept.
     min_tasks: int = Field(8, ge=1)
     min_refusals: int = Field(1, ge=0)
@@ -52,10 +55,10 @@ class SynthesisConfig(BaseModel):
     @model_validator(mode="after")
     def _reachable(self) -> SynthesisConfig:
         # Never ask for more tasks to survive than are asked for: that would reject every domain.
-        if self.min_tasks > self.n_tasks + self.refusals:
-            self.min_tasks = self.n_tasks + self.refusals
-        if self.min_refusals > self.refusals:
-            self.min_refusals = self.refusals
+        if self.min_tasks > self.n_tasks + self.refusals + self.tool_refusals:
+            self.min_tasks = self.n_tasks + self.refusals + self.tool_refusals
+        if self.min_refusals > self.refusals + self.tool_refusals:
+            self.min_refusals = self.refusals + self.tool_refusals
         return self
 
     def limits(self) -> DataLimits:

@@ -35,6 +35,7 @@ from maestro.agents.codegen.conditions import (
     shapes,
     vtype,
 )
+from maestro.agents.codegen.known import desk_key_problems
 from maestro.domains.expressions import (
     ExpressionError,
     Path,
@@ -74,6 +75,7 @@ def blueprint_problems(bp: BlueprintDraft) -> list[str]:
     for op in bp.operations:
         problems.extend(operation_problems(bp, op))
     kinds = [op.kind for op in bp.operations]
+    problems.extend(desk_key_problems(bp))
     if "lookup" not in kinds:
         problems.append(
             "no lookup operation: a customer is found by natural identifiers (an email, a name "
@@ -82,6 +84,17 @@ def blueprint_problems(bp: BlueprintDraft) -> list[str]:
     if not {"update", "create"} & set(kinds):
         problems.append("no operation changes anything: add update or create operations")
     ops = {op.name: op for op in bp.operations}
+    for op in bp.operations:
+        for name in op.then:
+            nxt = ops.get(name)
+            if op.tool_kind != "write":
+                problems.append(f"operation {op.name}: a {op.kind} has no then (writes only)")
+                break
+            if nxt is None or nxt.tool_kind != "write" or nxt is op:
+                problems.append(
+                    f"operation {op.name}: then names {name!r}, which is not another update "
+                    "or create operation"
+                )
     for i, rule in enumerate(bp.agent_rules):
         target = ops.get(rule.operation)
         if target is None or target.tool_kind != "write":

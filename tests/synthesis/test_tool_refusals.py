@@ -1,0 +1,133 @@
+"""Refusals a tool enforces (issue 20, 3): the customer asks for what a tool's own check refuses
+(a cancellation less than 24 hours before departure); the agent may check first or try the
+call, and must say why; nothing changes. Before, only agent rules made refusals, so a desk's
+"no refills left" was never tested."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from maestro.agents.codegen.guide import walk_guide
+from maestro.agents.codegen.refusals import refusal_rules, tool_rules
+from maestro.agents.codegen.scenario_prompts import DraftError, refusal_prompt
+from maestro.agents.codegen.scenarios import (
+    RefusalDraft,
+    _refusal_task,
+    is_tool_refusal,
+    parse_draft,
+    plan_walks,
+)
+from maestro.agents.codegen.state import SynthesisConfig
+from maestro.domains import Domain
+from maestro.domains.models import Action
+from maestro.domains.sandbox import load_sandboxed_domain
+from maestro.scoring.conformance import check_task
+from maestro.scoring.scorer import Scorer
+from maestro.simulation.scripted import by_turn, summary_text, turns_trajectory
+from tests.synthesis import scripted_team as team
+
+CONFIG = SynthesisConfig(max_iterations=2)
+
+
+@pytest.fixture(scope="module")
+def ferry() -> Iterator[Domain]:
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in team.package_files("tool-refusals", CONFIG).items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        with load_sandboxed_domain(tmp, check_gold=False) as domain:
+            yield domain
+
+
+def tool_plans(domain: Domain, seed: int = 0, n: int = 3) -> list:
+    bp = team.blueprint(CONFIG)
+    _, plans = plan_walks(
+        domain,
+        n=1,
+        seed=seed,
+        refusals=0,
+        rules=refusal_rules(bp),
+        guide=walk_guide(bp),
+        tool_refusals=n,
+        tool_rules=tool_rules(bp),
+    )
+    return [p for p in plans if p.rule is not None and p.rule.enforced]
+
+
+def test_the_rules_are_the_writes_checks_limits_and_dates_first() -> None:
+    rules = tool_rules(team.blueprint(CONFIG))
+    assert all(r.enforced for r in rules)
+    cancel = [r.rule for r in rules if r.operation == "cancel_booking"]
+    assert (
+        cancel[0] == "cancel_booking requires booking_id.sailing_id.departs_at >= now + hours(24)"
+    )
+    assert cancel[-1] == "cancel_booking requires booking_id.status = 'confirmed'"
+    # Consecutive rules are of different operations, so a few refusals cover several.
+    assert rules[0].operation != rules[1].operation
+
+
+def test_a_tool_refusal_walk_is_refused_by_its_tool_and_changes_nothing(ferry: Domain) -> None:
+    start = ferry.start_session()
+    plans = tool_plans(ferry)
+    assert len(plans) == 3 and len({p.rule.operation for p in plans}) == 3
+    for plan in plans:
+        (walk,) = plan.group
+        step = walk.steps[-1]
+        assert walk.refused and step is walk.writes[0] and step.name == plan.rule.operation
+        assert step.content.startswith("Error"), step.content
+        assert plan.rule.applies(step.arguments, start)
+        assert walk.expected_state_hash == start.state_hash() and walk.changes == []
+        assert walk.steps[0].name == "find_passenger"  # the identity check still comes first
+
+
+def answer(walk, phrase: str) -> str:
+    body = json.loads(team.refusal(walk))
+    body["communicate_info"] = [phrase]
+    return json.dumps(body)
+
+
+def test_its_task_keeps_the_yardsticks_and_lets_the_agent_try_the_call(ferry: Domain) -> None:
+    plan = next(p for p in tool_plans(ferry) if p.rule.operation == "cancel_booking")
+    (walk,) = plan.group
+    text = refusal_prompt(ferry, plan.group, plan.rule.rule)
+    assert f"the tool answers: {walk.writes[0].content[:40]}" in text
+    assert "the desk's tool refuses it" in text
+    draft = parse_draft(answer(walk, "24 hours before departure"), RefusalDraft)
+    task = _refusal_task(ferry, plan.group, draft)
+    assert is_tool_refusal(task) and task.category == "refusal"
+    crit = task.evaluation_criteria
+    assert [a.name for a in crit.actions] == ["find_passenger"]  # the refused call is no gold
+    assert crit.forbidden_actions == [] and crit.communicate_info == ["24 hours before departure"]
+    check = check_task(ferry, task)
+    assert check.ok, check.problems
+    # An agent that tries the call, is refused by the tool, and says why, still scores 1.
+    tried = Action(action_id="t1", name=walk.writes[0].name, arguments=walk.writes[0].arguments)
+    trajectory = turns_trajectory(
+        ferry, task, by_turn(task, [*crit.actions, tried]), summary_text(task)
+    )
+    scorer = Scorer(ferry)
+    assert scorer.score(task, trajectory, None).reward == 1
+    # A fact the policy does not state goes back to the writer.
+    bad = parse_draft(answer(walk, "a 90-minute grace period"), RefusalDraft)
+    with pytest.raises(DraftError, match="not found in the policy"):
+        _refusal_task(ferry, plan.group, bad)
+
+
+def test_a_refusal_prompt_shows_the_records_that_refer_to_the_request(ferry: Domain) -> None:
+    """A pharmacy's refusal writer saw the rule "a pending refill cannot be requested twice"
+    but not the pending refill: records referring to what the write names are shown too."""
+    from maestro.agents.codegen.scenario_prompts import records_text
+    from maestro.domains.walks import Walk, WalkStep
+
+    session = ferry.start_session()
+    refund_key, refund = next((k, session.require("refunds", k)) for k in session.keys("refunds"))
+    booking = refund["booking_id"]
+    step = WalkStep("cancel_booking", "write", {"booking_id": booking}, ("booking_id",), "Error")
+    walk = Walk([step], [("bookings", booking)], {}, session.state_hash(), refused=True)
+    assert f"refunds/{refund_key}:" not in records_text(ferry, [walk])
+    assert f"refunds/{refund_key}:" in records_text(ferry, [walk], referring=True)
+    assert f"refunds/{refund_key}:" in refusal_prompt(ferry, [walk], None)
