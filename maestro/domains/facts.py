@@ -4,7 +4,8 @@ An item is a fact a careful agent says in its own words: a number, an amount, a 
 limit ("2 checked bags", "$45", "2026-02-16", "Riverside"). A message states it when the item's
 words appear in it in order, side by side, with case, punctuation and number formatting set
 aside: "$1,510.94" is stated by "1510.94 dollars", "150.00" by "$150", "basic-economy" by "Basic
-Economy", "R30133" by "room R30133." A sentence is not a fact: a careful agent never repeats a
+Economy", "R30133" by "room R30133.", "the current limit" by "your current limit" (one
+determiner for another). A sentence is not a fact: a careful agent never repeats a
 policy's sentence word for word, so ``communicate_info`` refuses one (at synthesis and at load).
 """
 
@@ -97,13 +98,44 @@ def states_fact(text: str, item: str) -> bool:
     return states_tokens(fact_tokens(text), item)
 
 
+#: Words that point at what follows; one stands for another inside a fact ("1.5 times the
+#: current limit" is stated by "1.5 times your current limit": a careful agent's own words).
+DETERMINERS = frozenset(
+    {"the", "a", "an", "your", "my", "our", "their", "his", "her", "its", "this", "that"}
+)
+
+
+def _same(have: str, want: str) -> bool:
+    return have == want or (have in DETERMINERS and want in DETERMINERS)
+
+
+#: A fact of words alone, this short, is stated by its words side by side in any order ("a
+#: pending refill" states "a refill pending"); a fact with a number keeps its order ("checked 2
+#: bags" does not state "2 checked bags").
+UNORDERED_WORDS = 4
+
+
+def _canon(token: str) -> str:
+    return "\x00" if token in DETERMINERS else token
+
+
 def states_tokens(have: list[str], item: str) -> bool:
     """:func:`states_fact` on a text already tokenized (:func:`fact_tokens`), for many facts."""
     want = fact_tokens(item)
     if not want:
         return False
     n = len(want)
-    return any(have[i : i + n] == want for i in range(len(have) - n + 1))
+    if n > len(have):
+        return False
+    if any(
+        all(_same(h, w) for h, w in zip(have[i : i + n], want, strict=True))
+        for i in range(len(have) - n + 1)
+    ):
+        return True
+    if n > UNORDERED_WORDS or n < 2 or any(ch.isdigit() for w in want for ch in w):
+        return False
+    bag = sorted(map(_canon, want))
+    return any(sorted(map(_canon, have[i : i + n])) == bag for i in range(len(have) - n + 1))
 
 
 def fact_problem(item: str) -> str | None:

@@ -28,6 +28,15 @@ TOY = Path(__file__).parents[1] / "fixtures" / "toy"
         ("I found room r30133.", "R30133"),
         ("It leaves on 2026-02-16 at 9:30.", "9:30"),
         ("You may hold (2 checked bags) at most.", "2 checked bags"),
+        # A careful agent's own determiner (a capable agent scored 0 for "your" in place of
+        # "the" on a bank's limit refusal).
+        (
+            "Phone requests are limited to 1.5 times your current limit.",
+            "1.5 times the current limit",
+        ),
+        # Words alone, side by side in another order (a pharmacy's careful agent said "you
+        # have a pending refill" for "a refill pending" and scored 0).
+        ("You have a pending refill, so no change today.", "a refill pending"),
     ],
 )
 def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, item: str) -> None:
@@ -43,6 +52,12 @@ def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, i
         ("It leaves on 2026-02-17.", "2026-02-16"),
         ("checked 2 bags", "2 checked bags"),
         ("anything", "..."),
+        # A determiner stands for another, not for a word or a letter that names something.
+        ("Limited to 1.5 times current limit.", "1.5 times the current limit"),
+        ("You are on plan B.", "plan A"),
+        ("That is 2 times the old limit.", "2 times the current limit"),
+        ("A refill was pending last week.", "a refill pending"),  # not side by side
+        ("The team pharmacy specialty desk", "specialty pharmacy team desk now"),  # 5 words
     ],
 )
 def test_a_fact_is_not_stated_by_a_part_of_a_word_or_another_number(text: str, item: str) -> None:

@@ -20,7 +20,7 @@ import pytest
 from maestro.agents.codegen.guide import parameter_fields, walk_guide
 from maestro.agents.codegen.refusals import refusal_rules
 from maestro.agents.codegen.scenario_prompts import refusal_prompt
-from maestro.agents.codegen.scenarios import is_tool_refusal, plan_walks
+from maestro.agents.codegen.scenarios import answered_by, is_tool_refusal, plan_walks
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
 from maestro.domains.facts import states_fact
@@ -83,7 +83,9 @@ def assert_a_person_would_ask(domain: Domain, task: Task) -> None:
         assert all(str(v) in known for v in first.arguments.values()), (task.id, known)
         assert not crit.forbidden_actions and crit.communicate_info, task.id
         return
+    asked = answered_by(task)  # an information request's read is not in its gold
     calls = crit.actions if task.category != "refusal" else crit.forbidden_actions
+    calls = [*calls, asked] if asked else calls
     person = session.require(*owner_of(domain, session, calls))
     identity = {"email": person["email"], "date_of_birth": person["date_of_birth"]}
     # 6: a parameter that fills a field takes that field's values (a seat note is never a
@@ -113,7 +115,7 @@ def assert_a_person_would_ask(domain: Domain, task: Task) -> None:
     if task.category == "read":
         # An information request: one read about the customer's own records, nothing changed,
         # and its answer holds every fact the agent must tell, which the customer does not know.
-        (asked,) = writes
+        assert writes == [] and asked is not None, task.id  # the gold is the identity check
         before = session.state_hash()
         out = domain.toolkit.call(session, asked.name, asked.arguments)
         assert out.ok and out.kind == "read" and session.state_hash() == before, task.id

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -500,14 +501,21 @@ def _info_task(domain: Domain, walk: Walk, draft: InfoDraft) -> Task:
     task = _walk_task(domain, walk, draft.scenario())
     crit = task.evaluation_criteria
     path = " -> ".join(s.name for s in walk.steps)
+    asked = walk.steps[-1]
+    # The gold is the identity check: the facts may come from any read that shows them (a
+    # careful agent read a dispute's status from the account's list of disputes and scored 0
+    # when the gold required get_dispute). Without an identity check, the read is the gold.
+    actions = crit.actions[:1] if walk.identified and len(crit.actions) > 1 else crit.actions
     return task.model_copy(
         update={
             "description": TaskDescription(
                 purpose=f"Synthesized information request: {path}",
-                notes=f"expected state hash {walk.expected_state_hash}",
+                notes=f"expected state hash {walk.expected_state_hash}; answered by "
+                f"{asked.name}({json.dumps(asked.arguments, default=str)})",
             ),
             "evaluation_criteria": crit.model_copy(
                 update={
+                    "actions": actions,
                     "communicate_info": list(draft.communicate_info),
                     "reward_basis": [
                         RewardType.DB,
@@ -520,6 +528,16 @@ def _info_task(domain: Domain, walk: Walk, draft: InfoDraft) -> Task:
             "category": "read",
         }
     )
+
+
+def answered_by(task: Task) -> Action | None:
+    """The read an information request's walk ended in (kept in its notes: the gold is the
+    identity check alone), or None."""
+    notes = (task.description.notes if task.description else None) or ""
+    found = re.search(r"answered by (\w+)\((.*)\)$", notes)
+    if task.category != "read" or found is None:
+        return None
+    return Action(action_id="asked", name=found.group(1), arguments=json.loads(found.group(2)))
 
 
 def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Task:
