@@ -14,6 +14,8 @@ import copy
 import hashlib
 import json
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from maestro.agents.codegen.scenarios import plan_walks
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.scripted_server import Reply, ScriptedServer
+from maestro.domains import Domain
 from maestro.domains.sandbox import load_sandboxed_domain
 from maestro.domains.walks import Walk
 
@@ -681,6 +684,16 @@ def package_files(
         "policy.md": POLICY,
         "tasks.jsonl": "",
     }
+
+
+@contextmanager
+def loaded(synthesis_id: str, config: SynthesisConfig) -> Iterator[Domain]:
+    """The package the team builds for ``synthesis_id``, loaded in the sandbox."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in package_files(synthesis_id, config).items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        with load_sandboxed_domain(tmp, check_gold=False) as domain:
+            yield domain
 
 
 def scenario(walk: Walk, i: int) -> str:

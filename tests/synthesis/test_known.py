@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,6 @@ from maestro.agents.codegen.scenario_prompts import ScenarioDraft, parse_draft, 
 from maestro.agents.codegen.scenarios import _walk_task, plan_walks, told_problems
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
-from maestro.domains.sandbox import load_sandboxed_domain
 from maestro.domains.walks import Walk
 from tests.synthesis import scripted_team as team
 
@@ -30,11 +27,8 @@ CONFIG = SynthesisConfig(max_iterations=2)
 
 @pytest.fixture(scope="module")
 def ferry() -> Iterator[Domain]:
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in team.package_files("known", CONFIG).items():
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        with load_sandboxed_domain(tmp, check_gold=False) as domain:
-            yield domain
+    with team.loaded("known", CONFIG) as domain:
+        yield domain
 
 
 def without(op_name: str) -> dict[str, Any]:

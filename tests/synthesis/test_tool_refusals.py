@@ -6,9 +6,7 @@ call, and must say why; nothing changes. Before, only agent rules made refusals,
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +23,6 @@ from maestro.agents.codegen.scenarios import (
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
 from maestro.domains.models import Action
-from maestro.domains.sandbox import load_sandboxed_domain
 from maestro.scoring.conformance import check_task
 from maestro.scoring.scorer import Scorer
 from maestro.simulation.scripted import by_turn, summary_text, turns_trajectory
@@ -36,11 +33,8 @@ CONFIG = SynthesisConfig(max_iterations=2)
 
 @pytest.fixture(scope="module")
 def ferry() -> Iterator[Domain]:
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in team.package_files("tool-refusals", CONFIG).items():
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        with load_sandboxed_domain(tmp, check_gold=False) as domain:
-            yield domain
+    with team.loaded("tool-refusals", CONFIG) as domain:
+        yield domain
 
 
 def tool_plans(domain: Domain, seed: int = 0, n: int = 3) -> list:

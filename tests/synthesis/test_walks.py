@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -36,11 +35,8 @@ CONFIG = SynthesisConfig(max_iterations=2)
 
 @pytest.fixture(scope="module")
 def ferry() -> Iterator[Domain]:
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in team.package_files("walks", CONFIG).items():
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        with load_sandboxed_domain(tmp, check_gold=False) as domain:
-            yield domain
+    with team.loaded("walks", CONFIG) as domain:
+        yield domain
 
 
 def owner_of(domain: Domain, session: Session, calls: list[Action]) -> tuple[str, str]:

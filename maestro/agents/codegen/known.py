@@ -70,7 +70,7 @@ def desk_key_problems(bp: BlueprintDraft) -> list[str]:
             other = param != keys[table]
             if table in (searched if other else reachable):
                 continue
-            entity = next(e for e in bp.entities if e.table == table)
+            entity = bp.entity(table)
             problems.append(
                 f"operation {op.name}: {param} is a key of {table}, which a customer does not "
                 f"know ({entity.name} is a catalog or has key_known false) and "

@@ -192,14 +192,10 @@ def records_text(domain: Domain, walks: list[Walk], referring: bool = False) -> 
     entities = [e for w in walks for e in w.entities]
     shown = related_records(domain, session, entities, hops=2)[:_RECORDS]
     if referring:
-        named = {
-            (t, str(v))
-            for w in walks
-            for s in w.writes
-            for v in s.arguments.values()
-            for t in domain.tables
-            if isinstance(v, str) and (t, v) in set(entities)
+        given = {
+            v for w in walks for s in w.writes for v in s.arguments.values() if isinstance(v, str)
         }
+        named = {e for e in entities if e[1] in given}
         extra: list[tuple[str, str]] = []
         for table, fields in reference_fields(domain).items():
             for key in session.keys(table):

@@ -55,7 +55,7 @@ from maestro.domains.models import (
 )
 from maestro.domains.package import Domain, replay_gold
 from maestro.domains.store import Session
-from maestro.domains.toolgraph import WalkGuide, build_tool_graph
+from maestro.domains.toolgraph import ToolGraph, WalkGuide, build_tool_graph
 from maestro.domains.walks import Walk, sample_walks, without_rules
 from maestro.scoring.conformance import check_task
 from maestro.scoring.scenario import volunteered_known_facts
@@ -169,19 +169,9 @@ def plan_walks(
 
             group: list[Walk] = []
             for fresh in (True, False):  # another customer when the data has one
-                group = sample_walks(
-                    domain,
-                    graph,
-                    1,
-                    seed=seed + 7919 + j,
-                    max_writes=1,
-                    optional_rate=0.6,
-                    exclude=taken,
-                    tools=[rule.operation],
-                    anchors=rule.anchors(start),
-                    keep=elsewhere if fresh else applies,
-                    guide=without_rules(guide),
-                    pinned=rule.aimed,
+                keep = elsewhere if fresh else applies
+                group = _rule_walk(
+                    domain, graph, rule, rule.anchors(start), keep, seed + 7919 + j, taken, guide
                 )
                 if group:
                     break
@@ -209,9 +199,38 @@ def plan_walks(
     return walks, plans
 
 
+def _rule_walk(
+    domain: Domain,
+    graph: ToolGraph,
+    rule: RefusalRule,
+    anchors: list[tuple[str, str]] | None,
+    keep: Callable[[Walk], bool],
+    seed: int,
+    taken: list[str],
+    guide: WalkGuide | None,
+) -> list[Walk]:
+    """One candidate of a rule's refusal: a single write of its operation from ``anchors``,
+    its parameters aimed at the rule; refused by its tool when the rule is ``enforced``."""
+    return sample_walks(
+        domain,
+        graph,
+        1,
+        seed=seed,
+        max_writes=1,
+        optional_rate=0.6,
+        exclude=taken,
+        tools=[rule.operation],
+        anchors=anchors,
+        keep=keep,
+        guide=without_rules(guide),
+        pinned=rule.aimed,
+        refused=rule.enforced,
+    )
+
+
 def _tool_refusals(
     domain: Domain,
-    graph: Any,
+    graph: ToolGraph,
     n: int,
     rules: list[RefusalRule],
     seed: int,
@@ -231,19 +250,8 @@ def _tool_refusals(
         anchors = rule.anchors(start)
         if anchors == []:
             continue
-        group = sample_walks(
-            domain,
-            graph,
-            1,
-            seed=seed + 15485863 + i,
-            max_writes=1,
-            optional_rate=0.6,
-            exclude=taken,
-            tools=[rule.operation],
-            anchors=anchors,
-            keep=_applies(rule, start),
-            guide=without_rules(guide),
-            refused=True,
+        group = _rule_walk(
+            domain, graph, rule, anchors, _applies(rule, start), seed + 15485863 + i, taken, guide
         )
         if group:
             taken += [w.signature() for w in group]
