@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from maestro.cli.output import console, styled
+from maestro.cli.output import console, echo, styled
 from maestro.domains import (
     Domain,
     DomainLoadError,
@@ -42,7 +42,7 @@ def load_or_exit(target: str) -> Domain:
     try:
         return load_domain(resolve(target), check_gold=False)
     except DomainLoadError as exc:
-        typer.echo(str(exc), err=True)
+        echo(str(exc), err=True)
         raise typer.Exit(1) from None
 
 
@@ -79,7 +79,7 @@ def list_domains(as_json: bool = typer.Option(False, "--json", help="Print JSON.
                 }
             )
     if as_json:
-        print(json.dumps(rows, indent=2))
+        echo(json.dumps(rows, indent=2))
         return
     table = Table("id", "name", "version", "industry", "tools (write)", "records", "tasks")
     for r in rows:
@@ -124,7 +124,7 @@ def show(
         "task_categories": dict(Counter(t.category or "uncategorised" for t in domain.tasks)),
     }
     if as_json:
-        print(json.dumps(info, indent=2))
+        echo(json.dumps(info, indent=2))
         return
     con = _console()
     con.print(
@@ -238,7 +238,7 @@ def validate(
         )
     )
     if as_json:
-        print(json.dumps(totals))
+        echo(json.dumps(totals))
     elif not failed:
         con.print(
             styled(("ok", "green"), f": {totals['domains']} domain(s), {totals['tasks']} tasks")

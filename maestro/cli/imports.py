@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from maestro.cli.output import echo
+
 app = typer.Typer(
     help="Import an outside benchmark's items as domains and tasks.", no_args_is_help=True
 )
@@ -40,11 +42,11 @@ def bfcl(
     try:
         result = import_category(category, folder, limit=limit)
     except BfclDataError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     failures = check_packages(result.packages)
     for failure in failures:
-        typer.echo(str(failure), err=True)
+        echo(str(failure), err=True)
     if failures:
         raise typer.Exit(1)
     summary: dict[str, object] = {
@@ -74,16 +76,16 @@ def bfcl(
     if agreement:
         summary["agreement"] = _agreement(result.packages)
     for entry, why in result.skipped.items():
-        typer.echo(f"skipped {entry}: {why}", err=True)
+        echo(f"skipped {entry}: {why}", err=True)
     if as_json:
-        print(json.dumps(summary, default=str))
+        echo(json.dumps(summary, default=str))
         return
-    typer.echo(
+    echo(
         f"BFCL {category} ({result.version}): {result.tasks} task(s) in"
         f" {len(result.packages)} package(s) under {folder}"
     )
     if lake:
-        typer.echo(f"  lake: domains, tasks and task set bfcl/{category}")
+        echo(f"  lake: domains, tasks and task set bfcl/{category}")
 
 
 def _agreement(packages: list[Path]) -> dict[str, object]:
@@ -93,12 +95,12 @@ def _agreement(packages: list[Path]) -> dict[str, object]:
 
     rows = yardsticks_both_ways(packages)
     table: dict[str, object] = {}
-    typer.echo("trajectory   n    both pass  both fail  disagree  checker error", err=True)
+    echo("trajectory   n    both pass  both fail  disagree  checker error", err=True)
     for kind in ("gold", "null", "perturbed"):
         mine = [r for r in rows if r.kind == kind]
         counts = agreement((r.card_passed, r.checker.passed) for r in mine)
         table[kind] = counts.model_dump()
-        typer.echo(
+        echo(
             f"{kind:<10} {counts.trajectories:>4} {counts.both_pass:>10} {counts.both_fail:>10}"
             f" {counts.disagree:>9} {counts.no_verdict:>14}",
             err=True,
@@ -106,8 +108,8 @@ def _agreement(packages: list[Path]) -> dict[str, object]:
     disagreements = [r for r in rows if r.agree is False]
     for r in disagreements:
         side = "maestro passes, BFCL fails" if r.card_passed else "BFCL passes, maestro fails"
-        typer.echo(f"  {r.task_id} {r.kind}: {side}; {r.changed or ''}", err=True)
-        typer.echo(f"    maestro: {r.card_details[:300]}", err=True)
-        typer.echo(f"    BFCL: {r.checker.status} {r.checker.details[:300]}", err=True)
+        echo(f"  {r.task_id} {r.kind}: {side}; {r.changed or ''}", err=True)
+        echo(f"    maestro: {r.card_details[:300]}", err=True)
+        echo(f"    BFCL: {r.checker.status} {r.checker.details[:300]}", err=True)
     table["disagreements"] = [r.model_dump() for r in disagreements]
     return table

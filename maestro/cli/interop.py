@@ -85,7 +85,7 @@ def serve_mcp(
         if transport == "stdio":
             anyio.run(serve_stdio, domain, options)
         else:
-            typer.echo(f"serving {domain.id} at http://{host}:{port}/mcp", err=True)
+            echo(f"serving {domain.id} at http://{host}:{port}/mcp", err=True)
             serve_http(domain, options, host=host, port=port)
     except MCPServerError as exc:
         echo(f"error: {exc}", err=True)
@@ -117,9 +117,9 @@ def export_tau2_cmd(
         echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     for path in result.files:
-        typer.echo(str(path))
+        echo(str(path))
     for warning in result.warnings:
-        typer.echo(f"note: {warning}", err=True)
+        echo(f"note: {warning}", err=True)
 
 
 @annotate_app.command("export")
@@ -147,9 +147,9 @@ def annotate_export(
         except AnnotationError as exc:
             echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
-    typer.echo(f"{sheet.items} assertions in batch {sheet.batch_id}")
-    typer.echo(f"page: {sheet.html_path}")
-    typer.echo(f"csv:  {sheet.csv_path}")
+    echo(f"{sheet.items} assertions in batch {sheet.batch_id}")
+    echo(f"page: {sheet.html_path}")
+    echo(f"csv:  {sheet.csv_path}")
 
 
 @annotate_app.command("import")
@@ -181,7 +181,7 @@ def annotate_import(
         except AnnotationError as exc:  # items the lake does not hold: input errors too
             echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
-    typer.echo(
+    echo(
         f"{result.labelled} labels by {annotator} ({result.inserted} new, {result.updated} "
         f"updated); {result.skipped} left blank or unsure"
     )
@@ -205,7 +205,7 @@ def annotate_agreement(
     except AnnotationError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(json.dumps(report, indent=2) if as_json else render_report(report))
+    echo(json.dumps(report, indent=2) if as_json else render_report(report))
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from maestro.cli.inputs import lake_or_exit, seconds
-from maestro.cli.output import console
+from maestro.cli.output import console, echo
 from maestro.storage import QueryLimits, QueryRefused, StorageError
 
 
@@ -18,7 +18,7 @@ def tables(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
     lake = lake_or_exit()
     infos = lake.tables()
     if as_json:
-        print(
+        echo(
             json.dumps(
                 [
                     {"table": i.name, "version": i.version, "rows": i.rows, "files": i.files}
@@ -67,15 +67,15 @@ def query(
         )
         df = lake.query(sql, limits)
     except QueryRefused as exc:
-        typer.echo(f"error: query refused: {exc}", err=True)
+        echo(f"error: query refused: {exc}", err=True)
         raise typer.Exit(2) from None
     except StorageError as exc:
-        typer.echo(str(exc), err=True)
+        echo(str(exc), err=True)
         raise typer.Exit(1) from None
     if as_json:
-        print(json.dumps(df.to_dicts(), default=str))
+        echo(json.dumps(df.to_dicts(), default=str))
         return
     with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-        print(df.head(limit))
+        echo(str(df.head(limit)))
     if df.height > limit:
-        typer.echo(f"({df.height} rows, {limit} shown; --limit or --json for more)")
+        echo(f"({df.height} rows, {limit} shown; --limit or --json for more)")

@@ -18,6 +18,7 @@ from maestro.cli.inputs import (
     seconds,
     writable_file,
 )
+from maestro.cli.output import echo
 from maestro.settings import RunSettings
 
 app = typer.Typer(help="The LLM roles and the embedded local model.", no_args_is_help=True)
@@ -61,11 +62,11 @@ def check(
         if embedded is not None:
             embedded.stop()
     if as_json:
-        print(json.dumps(rows, indent=2))
+        echo(json.dumps(rows, indent=2))
     else:
         for r in rows:
             status = f"answers in {r['latency_s']:.2f} s" if r["ok"] else f"FAILS: {r['error']}"
-            typer.echo(f"{r['role']:<9} {r['endpoint']:<40} {r['model']:<40} {status}")
+            echo(f"{r['role']:<9} {r['endpoint']:<40} {r['model']:<40} {status}")
     if not all(r["ok"] for r in rows):
         raise typer.Exit(1)
 

@@ -152,7 +152,7 @@ def nightly(
         prefect_ready()
         result = flow(params)
     if as_json:
-        print(
+        echo(
             json.dumps(
                 {
                     k: result[k]
@@ -173,13 +173,11 @@ def nightly(
             )
         )
     else:
-        typer.echo(f"run {result['run_id']}: report {result['html']}")
+        echo(f"run {result['run_id']}: report {result['html']}")
         if result["transcripts"]:
-            typer.echo(
-                f"  transcripts: {result['transcripts']} (or: maestro view {result['run_id']})"
-            )
+            echo(f"  transcripts: {result['transcripts']} (or: maestro view {result['run_id']})")
         for row in result["pass_hat_k"]:
-            typer.echo(
+            echo(
                 f"  {row['domain']} / {row['model']}: pass^1 {row.get('pass^1', 0):.3f} over {row['episodes']} episode(s)"
             )
 
@@ -213,7 +211,7 @@ def stage(
 
         prefect_ready()
         result = STAGE_FLOWS[name](params)
-    print(json.dumps(result, default=str))
+    echo(json.dumps(result, default=str))
 
 
 def deploy(
@@ -238,5 +236,5 @@ def deploy(
         from maestro.flows.nightly import nightly as flow
 
         prefect_ready()
-        typer.echo(f"serving {name} on cron '{cron}' (UTC); Ctrl-C to stop")
+        echo(f"serving {name} on cron '{cron}' (UTC); Ctrl-C to stop")
         flow.serve(name=name, cron=cron)

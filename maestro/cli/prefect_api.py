@@ -60,11 +60,9 @@ def flows_api(
             if not announce:
                 return
             if api.source == "started":
-                typer.echo(f"Prefect UI for this run, while it lasts: {api.ui_url}", err=True)
+                echo(f"Prefect UI for this run, while it lasts: {api.ui_url}", err=True)
             elif api.source == "project":
-                typer.echo(
-                    f"Prefect UI for this run: {api.ui_url} (the project's server)", err=True
-                )
+                echo(f"Prefect UI for this run: {api.ui_url} (the project's server)", err=True)
 
         yield ready
 
@@ -82,7 +80,7 @@ def ui(
     prefect_env()
     configured = os.environ.pop("PREFECT_API_URL", None)
     if configured:
-        typer.echo(
+        echo(
             f"note: PREFECT_API_URL is set ({configured}); commands run with it use that API, "
             "not this server",
             err=True,
@@ -92,15 +90,13 @@ def ui(
         ready()
         url = os.environ["PREFECT_UI_URL"]
         if running is not None:
-            typer.echo(
-                f"the project's Prefect server is already running (pid {running.pid})", err=True
-            )
-        typer.echo(f"Prefect UI: {url}   (maestro commands of this project run their flows here)")
-        typer.echo("Ctrl-C to stop (the server stops once no maestro command uses it)", err=True)
+            echo(f"the project's Prefect server is already running (pid {running.pid})", err=True)
+        echo(f"Prefect UI: {url}   (maestro commands of this project run their flows here)")
+        echo("Ctrl-C to stop (the server stops once no maestro command uses it)", err=True)
         try:
             while running_server(project_home()) is not None:
                 time.sleep(2.0)
         except KeyboardInterrupt:
             return
-    typer.echo("error: the Prefect server stopped", err=True)
+    echo("error: the Prefect server stopped", err=True)
     raise typer.Exit(1)

@@ -6,6 +6,7 @@ import json
 
 import typer
 
+from maestro.cli.output import echo
 from maestro.domains.errors import DomainLoadError
 from maestro.domains.sandbox import check_layers
 from maestro.domains.sandbox.check import WHAT
@@ -30,21 +31,21 @@ def check(
     """
     unknown = sorted(set(turn_off) - SWITCHABLE)
     if unknown:
-        typer.echo(f"error: --turn-off {unknown[0]}: layers are {', '.join(sorted(SWITCHABLE))}")
+        echo(f"error: --turn-off {unknown[0]}: layers are {', '.join(sorted(SWITCHABLE))}")
         raise typer.Exit(2)
     try:
         report = check_layers(disable=turn_off)
     except DomainLoadError as exc:
         if as_json:
-            print(json.dumps({"ok": False, "error": str(exc)}))
+            echo(json.dumps({"ok": False, "error": str(exc)}))
         else:
-            typer.echo(f"the sandbox child did not start: {exc}")
+            echo(f"the sandbox child did not start: {exc}")
         raise typer.Exit(1) from None
     if as_json:
-        print(json.dumps(report.to_json(), indent=2))
+        echo(json.dumps(report.to_json(), indent=2))
     else:
         for name, status in report.layers.items():
-            typer.echo(f"{name:<8} {status:<12.200} {WHAT[name]}")
-        typer.echo(f"{'call':<8} {'served' if report.served else 'FAILED'}")
+            echo(f"{name:<8} {status:<12.200} {WHAT[name]}")
+        echo(f"{'call':<8} {'served' if report.served else 'FAILED'}")
     if not report.ok:
         raise typer.Exit(1)

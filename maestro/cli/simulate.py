@@ -8,6 +8,7 @@ import typer
 
 from maestro.cli.domains import load_or_exit
 from maestro.cli.inputs import lake_or_exit, seconds
+from maestro.cli.output import echo
 from maestro.cli.prefect_api import flows_api
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.runner import BatchConfig
@@ -48,7 +49,7 @@ def simulate(
     def progress(e: EpisodeResult) -> None:
         nonlocal done
         done += 1
-        typer.echo(
+        echo(
             f"[{done}/{total}] {e.task_id} trial {e.trial}: {e.termination.value} after "
             f"{len(e.trajectory.messages)} messages in {e.duration_s:.1f} s"
             + (f" ({e.error})" if e.error else ""),
@@ -74,33 +75,31 @@ def simulate(
             lake_root=lake,
         )
     if as_json:
-        print(report.model_dump_json())
+        echo(report.model_dump_json())
         return
-    typer.echo(
+    echo(
         f"{report.domain_id}: {report.tasks} task(s) x {report.trials} trial(s) = {report.episodes} episodes in {report.wall_s:.1f} s"
     )
-    typer.echo(
-        f"  terminations: {json.dumps(report.terminations)}   judge errors: {report.judge_errors}"
-    )
-    typer.echo(
+    echo(f"  terminations: {json.dumps(report.terminations)}   judge errors: {report.judge_errors}")
+    echo(
         f"  LLM calls: {report.llm_calls}   tokens in/out: {report.prompt_tokens}/{report.completion_tokens}"
     )
-    typer.echo(
+    echo(
         f"  mean reward: {report.mean_reward:.3f}   (NL assertions {'judged' if report.nl_judged else 'not judged'})"
     )
     if report.unjudged:
-        typer.echo(
+        echo(
             f"  {report.unjudged} episode(s) have a criterion without a verdict: they count as "
             "not succeeded (success needs every criterion judged and a reward of 1)"
         )
     for k, v in report.pass_hat_k.items():
-        typer.echo(f"  pass^{k}: {v:.3f}   pass@{k}: {report.pass_at_k[k]:.3f}")
+        echo(f"  pass^{k}: {v:.3f}   pass@{k}: {report.pass_at_k[k]:.3f}")
     if report.failures:
-        typer.echo(f"  {len(report.failures)} episode(s) did not succeed:")
+        echo(f"  {len(report.failures)} episode(s) did not succeed:")
     for f in report.failures:
         ended = f.termination + (f" ({f.error})" if f.error else "")
-        typer.echo(f"  - {f.task_id} trial {f.trial}: reward {f.reward:g}, ended {ended}")
+        echo(f"  - {f.task_id} trial {f.trial}: reward {f.reward:g}, ended {ended}")
         for line in f.criteria:
-            typer.echo(f"      {line}")
+            echo(f"      {line}")
     if report.run_id:
-        typer.echo(f"  stored as run {report.run_id}: maestro view {report.run_id}")
+        echo(f"  stored as run {report.run_id}: maestro view {report.run_id}")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from maestro.agents.codegen import Brief, SynthesisConfig, SynthesisResult
 from maestro.agents.codegen.graph import SynthesisNotFoundError, synthesis_folder
 from maestro.cli.inputs import seconds
+from maestro.cli.output import echo
 from maestro.cli.prefect_api import flows_api
 from maestro.settings import RunSettings
 
@@ -103,7 +104,7 @@ def synthesize(
     run = run_id or sid
     result = _run(the_brief, sid, config, out, run, None if no_lake else lake or "")
     if as_json:
-        print(json.dumps(_summary(result)))
+        echo(json.dumps(_summary(result)))
     else:
         _print(result)
     raise typer.Exit(0 if result.status == "accepted" else 1)
@@ -112,7 +113,7 @@ def synthesize(
 def _run(
     brief: Brief | None, sid: str, config: SynthesisConfig, out: Path, run_id: str, lake: str | None
 ) -> SynthesisResult:
-    typer.echo(f"synthesis {sid} (resume with --resume {sid} --out {out})", err=True)
+    echo(f"synthesis {sid} (resume with --resume {sid} --out {out})", err=True)
     with flows_api() as prefect_ready:
         from maestro.flows.commands import synthesize_flow
 
@@ -150,8 +151,8 @@ def _summary(result: SynthesisResult) -> dict[str, object]:
 def _print(result: SynthesisResult) -> None:
     for e in result.events:
         line = f"  {e.stage:<28} #{e.attempt} {e.outcome:<8} {e.llm_calls} call(s) {e.tokens:>6} tokens {e.duration_s:6.1f} s"
-        typer.echo(line + (f"  {e.detail[:160]}" if e.outcome != "ok" else ""))
-    typer.echo(
+        echo(line + (f"  {e.detail[:160]}" if e.outcome != "ok" else ""))
+    echo(
         f"{result.status}: {result.reason or result.package}  "
         f"({result.llm_calls} LLM calls, {result.tokens} tokens, {result.wall_s:.1f} s)"
     )

@@ -103,7 +103,7 @@ def train(
             }
         )
         summary = train_flow(params)
-    typer.echo(json.dumps(summary))
+    echo(json.dumps(summary))
     if summary["status"] != "succeeded":
         raise typer.Exit(1)
 
@@ -142,7 +142,7 @@ def evaluate(
             }
         )
         result = evaluate_flow(params)
-    typer.echo(json.dumps(result, default=str))
+    echo(json.dumps(result, default=str))
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ def view(
 ) -> None:
     """Write a run's transcript viewer (tasks with their gate verdicts, episodes with every
     message and tool call, score cards with their reasons) and serve it."""
+    from maestro.domains.files import TargetError
     from maestro.flows.report import reports_dir
     from maestro.view import ViewError, latest_run, load_run, page_server, write_page
 
@@ -36,12 +37,16 @@ def view(
     except ViewError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    page = write_page(run, out or reports_dir())
-    typer.echo(f"{len(run.episodes)} episodes, {len(run.tasks)} tasks of run {run.run_id}: {page}")
+    try:
+        page = write_page(run, out or reports_dir())
+    except TargetError as exc:  # a link or special file planted where the page goes
+        echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    echo(f"{len(run.episodes)} episodes, {len(run.tasks)} tasks of run {run.run_id}: {page}")
     if not serve:
         return
     server = page_server(page, host, port)
-    typer.echo(f"serving at http://{host}:{server.server_port}/  (Ctrl-C to stop)")
+    echo(f"serving at http://{host}:{server.server_port}/  (Ctrl-C to stop)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

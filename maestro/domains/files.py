@@ -83,6 +83,7 @@ class PackageFolder:
         self.path = path
         self._fd = fd
         self.shared_files = shared_files
+        self._code: dict[str, str] = {}
 
     @classmethod
     def open(cls, path: str | Path, *, shared_files: bool = False) -> PackageFolder | Problem:
@@ -182,9 +183,18 @@ class PackageFolder:
         return None
 
     def read_text(self, name: str, problems: list[Problem]) -> str | None:
-        """The file as UTF-8 text; None (and a problem, unless missing) when it cannot be read."""
+        """The file as UTF-8 text; None (and a problem, unless missing) when it cannot be read.
+
+        A Python file is read once: every later read of it through this handle returns the
+        same text, so what a check decided about a source (the importer's vetting) is about the
+        source that runs, whatever is written to the file in between."""
+        if name in self._code:
+            return self._code[name]
         data = self.read_bytes(name, problems)
-        return None if data is None else decode(data, name, problems)
+        text = None if data is None else decode(data, name, problems)
+        if text is not None and name.endswith(".py"):
+            self._code[name] = text
+        return text
 
     def read_json(self, name: str, problems: list[Problem]) -> Any:
         """The file's JSON value; None (and a problem, unless missing) when it is not usable."""
@@ -449,3 +459,37 @@ def _replace_at(folder: int, name: str, shown: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=folder)
         raise TargetError(f"cannot write {shown}: {exc.strerror}") from None
+
+
+def write_file(path: Path, text: str) -> Path:
+    """Write ``text`` as ``path`` (its folder made if missing) never through a link or into a
+    special file: a link or FIFO planted under the file's name is an error, and the file is
+    replaced by a fresh one, never written into. For every writer of the run folder (pages,
+    sheets, job specs): the folder itself is the user's, and may be reached through links.
+    Returns the path written; :class:`TargetError` names what was refused."""
+    path = Path(os.path.abspath(path))
+    if path.exists() and path.is_dir() and not path.is_symlink():
+        raise TargetError(f"cannot write {path}: it is a folder")
+    write_inside(path.parent, path, text)
+    return path
+
+
+def open_log(path: Path) -> int:
+    """A descriptor on ``path`` for appending a child's output, truncated, made if missing;
+    never opened through a link, never a FIFO or device (:class:`TargetError` otherwise)."""
+    path = Path(os.path.abspath(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, 0o644
+        )
+    except OSError as exc:
+        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise TargetError(f"cannot write {path}: {reason}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise TargetError(f"cannot write {path}: it is a {_mode_kind(mode)}, not a regular file")
+    os.ftruncate(fd, 0)
+    os.set_blocking(fd, True)
+    return fd

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import html
+import io
 import json
 import random
 from collections import defaultdict
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from maestro.domains.files import write_file
 from maestro.storage import Lake, OneOf
 from maestro.storage.records import task_from_row, trajectory_from_row
 from maestro.storage.rows import EpisodeRow, ScoreRow, StoredCriterion, TaskRow
@@ -253,11 +255,11 @@ def write_sheet(
         }
         for it in items
     ]
-    csv_path = out_dir / f"{batch}.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    sheet = io.StringIO(newline="")
+    writer = csv.DictWriter(sheet, fieldnames=SHEET_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    csv_path = write_file(out_dir / f"{batch}.csv", sheet.getvalue())
     html_path = out_dir / f"{batch}.html"
     payload = json.dumps(
         {"batch": batch, "columns": SHEET_COLUMNS, "items": rows}, ensure_ascii=False
@@ -266,7 +268,7 @@ def write_sheet(
     page = PAGE.replace("__DATA__", payload.replace("</", "<\\/")).replace(
         "__TITLE__", html.escape(f"maestro annotation {batch}")
     )
-    html_path.write_text(page, encoding="utf-8")
+    html_path = write_file(html_path, page)
     return AnnotationSheet(batch, csv_path, html_path, len(items))
 
 

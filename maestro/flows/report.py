@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from maestro.agents.settings import ROLES, LLMSettings
+from maestro.domains.files import write_file
 from maestro.scoring import gates
 from maestro.scoring.metrics import pass_hat_k
 from maestro.settings import RunSettings
@@ -255,10 +256,9 @@ def to_html(report: RunReport, transcripts: Path | None = None) -> str:
 
 def write_html(report: RunReport, out_dir: Path, transcripts: Path | None = None) -> Path:
     """The report page in ``out_dir``, linking to the ``transcripts`` page beside it."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = (out_dir / f"{report.run_id.replace('/', '_')}.html").resolve()
-    path.write_text(to_html(report, transcripts), encoding="utf-8")
-    return path
+    return write_file(
+        out_dir / f"{report.run_id.replace('/', '_')}.html", to_html(report, transcripts)
+    )
 
 
 def reports_dir() -> Path:

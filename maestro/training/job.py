@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from maestro.agents.settings import RoleSettings
 from maestro.domains import Domain, domain_path, load_domain
+from maestro.domains.files import write_file
 from maestro.storage import Lake, LakeSettings
 from maestro.training.datasets import Method, TrainingDataset
 from maestro.training.recipes import RecipeSettings, TrainResult, train
@@ -107,7 +108,7 @@ def run(job: TrainJob) -> TrainResult:
         record_model(
             lake, job.run_id, job.training_run_id, job.training_run_id, base, result.model_dir
         )
-    (Path(job.output_dir) / "result.json").write_text(result.model_dump_json(indent=2))
+    write_file(Path(job.output_dir) / "result.json", result.model_dump_json(indent=2))
     return result
 
 

@@ -8,6 +8,7 @@ or the deadline passes (then it stops the job). Nothing waits without a deadline
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from maestro.domains.files import open_log, write_file
 from maestro.training.job import TrainJob
 
 Status = Literal["succeeded", "failed", "stopped", "timed_out"]
@@ -70,11 +72,7 @@ def entrypoint(spec: Path, settings: LaunchSettings) -> list[str]:
 
 
 def write_spec(job: TrainJob) -> Path:
-    out = Path(job.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    spec = out / "job.json"
-    spec.write_text(job.model_dump_json(indent=2))
-    return spec.resolve()
+    return write_file(Path(job.output_dir) / "job.json", job.model_dump_json(indent=2))
 
 
 def _tail(text: str, chars: int = 4000) -> str:
@@ -91,7 +89,7 @@ class LocalLauncher:
         spec = write_spec(job)
         log_path = Path(job.output_dir) / "job.log"
         started = time.perf_counter()
-        with log_path.open("w") as log:
+        with os.fdopen(open_log(log_path), "w") as log:
             proc = subprocess.Popen(
                 entrypoint(spec, self.settings), stdout=log, stderr=subprocess.STDOUT
             )
@@ -174,7 +172,7 @@ class RayJobLauncher:
         else:
             client.stop_job(sid)
         logs = client.get_job_logs(sid)
-        (Path(job.output_dir) / "job.log").write_text(logs)
+        write_file(Path(job.output_dir) / "job.log", logs)
         return LaunchResult(
             submission_id=sid,
             status=status,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from maestro.conversation import Message
+from maestro.domains.files import write_file
 from maestro.scoring.card import CriterionScore
 from maestro.view.transcripts import EpisodeView, RunView, TaskView
 
@@ -65,11 +66,9 @@ def render(run: RunView) -> str:
 
 def write_page(run: RunView, out_dir: Path) -> Path:
     """Write the run's page into ``out_dir``; returns its path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.run_id)
-    path = (out_dir / f"{safe}.transcripts.html").resolve()
-    path.write_text(render(run), encoding="utf-8")
-    return path
+    # Never through a link planted in the reports folder (files.TargetError says so).
+    return write_file(out_dir / f"{safe}.transcripts.html", render(run))
 
 
 def _verdict(t: TaskView) -> str:

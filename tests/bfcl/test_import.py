@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from maestro.domains import Domain, DomainLoadError, load_domain, replay_gold
+from maestro.domains.files import PackageFolder
 from maestro.domains.importers.bfcl import ImportResult, import_category, type_problem
 from maestro.domains.importers.bfcl_checker import BfclChecker, ground_truth_strings
 from maestro.domains.importers.bfcl_package import RUNTIME_MODULE, bfcl_version
@@ -67,6 +68,31 @@ def test_an_edited_tools_py_is_refused(packages: dict[str, Path], tmp_path: Path
     tools.write_text(tools.read_text().replace("Change the current", "Change a current"))
     with pytest.raises(DomainLoadError, match="not the file maestro's BFCL importer writes"):
         load_domain(copy)
+
+
+def test_vetting_reads_the_tools_py_that_runs(
+    packages: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is swapped right after the load opened it: the load's handle holds an edited
+    tools.py, its path the importer's own. Vetting by path granted BFCL's imports to the edit."""
+    pkg, clean = tmp_path / "pkg", tmp_path / "clean"
+    shutil.copytree(packages["bfcl_gorilla"], pkg)
+    shutil.copytree(packages["bfcl_gorilla"], clean)
+    tools = pkg / "tools.py"
+    tools.write_text(tools.read_text().replace("Change the current", "Change a current"))
+    opened = PackageFolder.open.__func__  # type: ignore[attr-defined]
+
+    def open_then_swap(cls: type[PackageFolder], path: str | Path, **kw: bool) -> object:
+        folder = opened(cls, path, **kw)
+        if Path(path) == pkg and not clean.with_name("moved").exists():
+            pkg.rename(clean.with_name("moved"))
+            clean.rename(pkg)
+        return folder
+
+    monkeypatch.setattr(PackageFolder, "open", classmethod(open_then_swap))
+    with pytest.raises(DomainLoadError, match="not the file maestro's BFCL importer writes"):
+        load_domain(pkg)
+    assert clean.with_name("moved").exists()  # the swap happened inside the load
 
 
 def test_a_package_from_another_bfcl_version_is_refused(

@@ -5,8 +5,11 @@ from __future__ import annotations
 from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains import Domain
 from maestro.domains.importers.bfcl_checker import BfclChecker, bfcl_turns, call_string
-from maestro.scoring import Scorer, agreement, external_checker
-from maestro.scoring.external import yardstick_agreement
+from maestro.scoring import Scorer, external_checker
+
+# Not maestro.scoring.agreement: that name is also a submodule, which replaces the function on
+# the package once anything imports it (the annotation import does).
+from maestro.scoring.external import agreement, yardstick_agreement
 from maestro.simulation.scripted import gold_trajectory
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from maestro.conversation import Message, ToolCall, Trajectory
 from maestro.domains import Domain
+from maestro.domains.files import TargetError
 from maestro.domains.models import RewardType
 from maestro.scoring import Scorer
 from maestro.simulation.episode import EpisodeResult, Termination
@@ -195,3 +196,35 @@ def test_maestro_view_writes_the_page_and_serves_it(lake: Lake, tmp_path: Path) 
         proc.terminate()
         proc.wait(timeout=20)
     time.sleep(0)  # the server is gone with its process
+
+
+def test_the_page_is_never_written_through_a_planted_link_or_into_a_fifo(
+    lake: Lake, tmp_path: Path
+) -> None:
+    """A link in the reports folder named as the page sent the page to the link's target."""
+    run = load_run(lake, RUN)
+    out = tmp_path / "reports"
+    out.mkdir()
+    target = tmp_path / "victim"
+    target.write_text("precious")
+    (out / f"{RUN}.transcripts.html").symlink_to(target)
+    with pytest.raises(TargetError, match="is a symbolic link"):
+        write_page(run, out)
+    assert target.read_text() == "precious"
+    fifo_out = tmp_path / "fifo"
+    fifo_out.mkdir()
+    os.mkfifo(fifo_out / f"{RUN}.transcripts.html")
+    path = write_page(run, fifo_out)  # replaced by a fresh file, never opened (it would block)
+    assert path.is_file() and path.read_text().startswith("<!doctype html>")
+    env = {**os.environ, "MAESTRO_LAKE_ROOT": lake.root}
+    for out_arg, says in ((out, "is a symbolic link"), (target, "cannot create")):
+        proc = subprocess.run(
+            [MAESTRO, "view", "--out", str(out_arg), "--no-serve"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+    assert target.read_text() == "precious"

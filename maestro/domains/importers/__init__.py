@@ -10,17 +10,20 @@ child and is never imported by the host.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from maestro.domains.errors import Problem
+from maestro.domains.files import PackageFolder
 from maestro.domains.models import DomainManifest
 
 
 def vetted_imports(
-    root: Path, manifest: DomainManifest
+    folder: PackageFolder, manifest: DomainManifest
 ) -> tuple[dict[str, tuple[str, ...]], list[Problem]]:
     """The imports an imported package's sandbox child may allow, with the problems that
-    refuse it (an unknown benchmark, another installed version, an edited tools.py)."""
+    refuse it (an unknown benchmark, another installed version, an edited tools.py).
+
+    tools.py is read through the load's own handle, which returns the load the same text: the
+    source vetted is the source the child runs (by path, a folder renamed in between ran an
+    edited tools.py with the benchmark's imports granted)."""
     origin = manifest.provenance.imported_from
     if origin is None:
         # Outside code of unknown origin: the sandbox runs it with nothing vetted.
@@ -28,7 +31,8 @@ def vetted_imports(
     if origin.benchmark == "bfcl":
         from maestro.domains.importers.bfcl_package import vetted_imports as bfcl_vetted
 
-        return bfcl_vetted(root, origin.version)
+        problems: list[Problem] = []
+        return bfcl_vetted(folder.read_text("tools.py", problems), origin.version, problems)
     return {}, [
         Problem(
             "domain.json",

@@ -24,7 +24,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from maestro.domains import files
 from maestro.domains.errors import Problem
 
 BENCHMARK = "bfcl"
@@ -206,12 +205,11 @@ def classes_of(tools_py: str) -> list[ApiClass]:
 
 
 def vetted_imports(
-    root: Path, version: str | None
+    source: str | None, version: str | None, problems: list[Problem]
 ) -> tuple[dict[str, tuple[str, ...]], list[Problem]]:
-    """What the sandbox child may let this package's tools.py import: the runtime's
-    ``call_api`` and its classes' modules, when tools.py is the importer's own output."""
-    problems: list[Problem] = []
-    source = files.read_text(root, "tools.py", problems)
+    """What the sandbox child may let this package's tools.py (``source``, as the load read it;
+    None with ``problems`` when it could not) import: the runtime's ``call_api`` and its
+    classes' modules, when tools.py is the importer's own output."""
     if source is None:
         return {}, problems or [Problem("tools.py", "", "missing")]
     try:
