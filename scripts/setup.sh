@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.maestro-installed
-want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml constraints.txt maestro/domains/sandbox/_native.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade "pip>=24"
     # llama-cpp-python builds from source (about 5 minutes once; pip caches the wheel). A

@@ -9,7 +9,6 @@ runs in the sandbox instead, whose wall-time limit kills the process.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import heapq
 import itertools
@@ -86,6 +85,9 @@ class Watchdog:
 
 
 def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    # Imported here: this module is imported by the sandbox child, which never loads ctypes.
+    import ctypes
+
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc is not None else None
     )

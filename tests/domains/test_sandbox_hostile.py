@@ -72,7 +72,7 @@ HOSTILE = [
     ),
     Hostile("frame_escape", "g = (x for x in [1])\nreturn str(sorted(g.gi_frame.f_back.f_globals))", "attribute 'gi_frame' is not allowed", "sandbox", "refused object.__getattr__"),
     Hostile("getattr_computed", 'return str(getattr(db, "_" + "_class__"))', "getattr() needs a literal attribute name", "ok", "Session"),
-    Hostile("ctypes_call", 'import ctypes\nreturn str(ctypes.CDLL(None).getpid())', "import of 'ctypes'", "sandbox", "refused ctypes.dlopen"),
+    Hostile("ctypes_call", 'import ctypes\nreturn str(ctypes.CDLL(None).getpid())', "import of 'ctypes'", "sandbox", "refused import('ctypes'"),
     Hostile("kill_host", 'import os\nos.kill(int(target), 9)\nreturn "ok"', "import of 'os'", "sandbox", "refused os.kill"),
     Hostile("raise_limits", 'import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))\nreturn "ok"', "import of 'resource'", "sandbox", "refused resource.setrlimit"),
     Hostile("gc_objects", 'import gc\nreturn str(len(gc.get_objects()))', "import of 'gc'", "sandbox", "refused"),
@@ -83,8 +83,32 @@ HOSTILE = [
     Hostile("priority_host", 'import os\nos.setpriority(os.PRIO_PROCESS, int(target), 19)\nreturn "ok"', "import of 'os'", "sandbox", "seccomp"),
     Hostile("new_session", 'import os\nos.setsid()\nreturn "ok"', "import of 'os'", "sandbox", "seccomp"),
     # the audit hook trusts no caller: neither a trusted function's nor a partial over C
-    Hostile("borrow_watchdog", 'from maestro.domains import watchdog\nwatchdog._set_async_exc(0, None)\nreturn "ok"', "private", "sandbox", "refused ctypes"),
-    Hostile("borrow_partial", 'import ctypes, functools\nf = functools.partial(ctypes.pythonapi.PyThreadState_SetAsyncExc, 0, None)\nreturn str(f())', "import of 'ctypes'", "sandbox", "refused ctypes"),
+    Hostile("borrow_watchdog", 'from maestro.domains import watchdog\nwatchdog._set_async_exc(0, None)\nreturn "ok"', "private", "sandbox", "refused import('ctypes'"),
+    Hostile("borrow_partial", 'import ctypes, functools\nf = functools.partial(ctypes.pythonapi.PyThreadState_SetAsyncExc, 0, None)\nreturn str(f())', "import of 'ctypes'", "sandbox", "refused import('ctypes'"),
+    # raw memory: ctypes' types, found by walking the class tree, make a pointer that reads and
+    # writes any address with no audit event; the child never loads ctypes, so none is found
+    Hostile(
+        "ctypes_pointer",
+        "seen, todo = set(), [object]\n"
+        "while todo:\n"
+        "    for sub in type.__subclasses__(todo.pop()):\n"
+        "        if sub not in seen:\n"
+        "            seen.add(sub)\n"
+        "            todo.append(sub)\n"
+        'found = {c.__name__: c for c in seen if c.__module__ == "_ctypes"}\n'
+        "if not found:\n"
+        '    return "no ctypes type in reach"\n'
+        "class Byte(found['_SimpleCData']):\n"
+        "    _type_ = 'B'\n"
+        "class Pointer(found['_Pointer']):\n"
+        "    _type_ = Byte\n"
+        "cell = Byte(65)\n"
+        "Pointer(cell)[0] = 66\n"
+        'return f"wrote memory: {cell.value} {Pointer(cell)[4096]}"',
+        "attribute '__subclasses__' is not allowed",
+        "ok",
+        "no ctypes type in reach",
+    ),
     # limits
     Hostile("infinite_loop", "while True:\n    pass", None, "timeout", "did not finish within 1.5 s"),
     Hostile("regex_in_c", 'import re\nreturn str(re.match("(a+)+$", "a" * 64 + "b"))', None, "timeout", "did not finish within 1.5 s"),

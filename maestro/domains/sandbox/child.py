@@ -142,6 +142,11 @@ def _preload(vetted: list[str]) -> list[list[str]]:
             importlib.import_module(module)
         except Exception as exc:
             problems.append(["tools.py", "", f"vetted module {module!r} does not import: {exc!r}"])
+    # Once _ctypes is in a process its types are reachable from object.__subclasses__(), and a
+    # pointer type made from them reads and writes any address with no audit event: nothing the
+    # child imports may load it (the kernel calls go through _native.c).
+    if "_ctypes" in sys.modules:
+        problems.append(["tools.py", "", "ctypes was loaded in the sandbox child; refusing to run"])
     return problems
 
 

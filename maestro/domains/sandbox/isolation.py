@@ -15,7 +15,6 @@ signal ``s`` as status ``128 + s``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import resource
@@ -30,7 +29,6 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_REC, MS_PRIVATE = 32, 0x4000, 1 << 18
-PR_SET_PDEATHSIG = 1
 
 #: Every layer, in the order ``maestro sandbox check`` reports them.
 LAYERS = ("network", "ipc", "pid", "mount", "user", "limits", "seccomp", "audit")
@@ -42,12 +40,16 @@ ACTIVE = "active"
 _NAMESPACES = (("network", CLONE_NEWNET), ("ipc", CLONE_NEWIPC), ("mount", CLONE_NEWNS))
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+def _native() -> Any:
+    """The C calls (``_native.c``); never ctypes, which would put raw memory in reach of the
+    package code this process runs (through ``object.__subclasses__()``, with no audit event)."""
+    from maestro.domains.sandbox import _native
+
+    return _native
 
 
-def _failed(call: str) -> str:
-    return f"unavailable: {call}: {os.strerror(ctypes.get_errno())}"
+def _failed(call: str, exc: OSError) -> str:
+    return f"unavailable: {call}: {exc.strerror or exc}"
 
 
 def enter_namespaces(disabled: Iterable[str]) -> dict[str, str]:
@@ -58,17 +60,25 @@ def enter_namespaces(disabled: Iterable[str]) -> dict[str, str]:
     off = set(disabled)
     layers: dict[str, str] = {}
     try:
-        libc = _libc()
-    except OSError as exc:
-        return {name: f"unavailable: libc: {exc}" for name in ("network", "ipc", "mount", "pid")}
+        native = _native()
+    except ImportError as exc:
+        why = f"unavailable: maestro's native helper is not built ({exc}); reinstall maestro"
+        return {name: why for name in ("network", "ipc", "mount", "pid")}
     for name, flag in (*_NAMESPACES, ("pid", CLONE_NEWPID)):
         if name in off:
             layers[name] = OFF
-        elif libc.unshare(flag) != 0:
-            layers[name] = _failed("unshare")
-        elif name == "mount" and libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None):
-            # Mounts made from here on must never propagate back to the host's namespace.
-            layers[name] = _failed("mount --make-rprivate /")
+            continue
+        try:
+            native.unshare(flag)
+        except OSError as exc:
+            layers[name] = _failed("unshare", exc)
+            continue
+        try:
+            if name == "mount":
+                # Mounts made from here on must never propagate back to the host's namespace.
+                native.mount("none", "/", None, MS_REC | MS_PRIVATE, None)
+        except OSError as exc:
+            layers[name] = _failed("mount --make-rprivate /", exc)
         else:
             layers[name] = ACTIVE
     return layers
@@ -168,8 +178,8 @@ def _stop_if_host_dies(child: int, host_pid: int) -> None:
 
 def _die_with_parent() -> None:
     """SIGKILL this process when its parent dies (so nothing outlives a killed launcher)."""
-    with contextlib.suppress(OSError):  # the host kills the whole process group anyway
-        _libc().prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    with contextlib.suppress(OSError, ImportError):  # the host kills the process group anyway
+        _native().set_pdeathsig(signal.SIGKILL)
 
 
 def empty_root(mount_status: str) -> str:
@@ -179,17 +189,21 @@ def empty_root(mount_status: str) -> str:
     target = next((d for d in ("/mnt", "/tmp", "/proc") if os.path.isdir(d)), None)
     if target is None:
         return "unavailable: no directory to mount the empty root on"
-    libc = _libc()
+    native = _native()
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    if libc.mount(b"maestro-sandbox", target.encode(), b"tmpfs", flags, b"size=4k,mode=0555"):
-        return _failed("mount tmpfs")
+    try:
+        native.mount("maestro-sandbox", target, "tmpfs", flags, "size=4k,mode=0555")
+    except OSError as exc:
+        return _failed("mount tmpfs", exc)
     try:
         os.chroot(target)
         os.chdir("/")
     except OSError as exc:
         return f"unavailable: chroot: {exc}"
-    if libc.mount(b"none", b"/", None, MS_REMOUNT | MS_RDONLY | flags, None):
-        return _failed("remount / read-only")
+    try:
+        native.mount("none", "/", None, MS_REMOUNT | MS_RDONLY | flags, None)
+    except OSError as exc:
+        return _failed("remount / read-only", exc)
     return ACTIVE
 
 

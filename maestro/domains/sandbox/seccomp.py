@@ -1,4 +1,4 @@
-"""The sandbox child's system-call allowlist: a seccomp filter through libseccomp (ctypes).
+"""The sandbox child's system-call allowlist: a seccomp filter through libseccomp (``_native.c``).
 
 Deny by default: once loaded (before any package code runs), the kernel kills the child
 (SIGSYS) at the first system call not listed here, whatever Python or C made it. The list is
@@ -13,8 +13,8 @@ Python level, with a clearer message; this filter is what holds when Python is b
 
 from __future__ import annotations
 
-import ctypes
 import os
+from typing import Any
 
 _KILL_PROCESS = 0x80000000
 _ALLOW = 0x7FFF0000
@@ -54,78 +54,44 @@ ALLOWED = (
 )  # fmt: skip
 
 
-class _ArgCmp(ctypes.Structure):
-    _fields_ = (
-        ("arg", ctypes.c_uint),
-        ("op", ctypes.c_int),
-        ("datum_a", ctypes.c_uint64),
-        ("datum_b", ctypes.c_uint64),
-    )
+#: One comparison of a rule: (argument index, operator, datum, datum), as libseccomp's
+#: ``scmp_arg_cmp``.
+ArgCmp = tuple[int, int, int, int]
 
 
 class Allowlist:
-    """The filter, built now and loaded later (loading is a single C call)."""
+    """The filter, built now (libseccomp is opened while files can still be opened) and loaded
+    later (a single C call). Through ``_native.c``: the child never loads ctypes."""
 
     def __init__(self) -> None:
         self.status = "active"
-        self._lib: ctypes.CDLL | None = None
-        self._ctx: int | None = None
+        self._native: Any = None
+        rules: list[tuple[str, tuple[ArgCmp, ...]]] = [(name, ()) for name in ALLOWED]
+        # Signals to its own threads only (abort() raises one); never to another process.
+        rules.append(("tgkill", ((0, _CMP_EQ, os.getpid(), 0),)))
+        # Reading its own limits (resource.getrlimit), never setting one.
+        rules.append(("prlimit64", ((2, _CMP_EQ, 0, 0),)))
+        rules += [("fcntl", ((1, _CMP_EQ, command, 0),)) for command in FCNTL_COMMANDS.values()]
+        # fstat of a descriptor it holds: glibc spells it newfstatat(fd, "", AT_EMPTY_PATH).
+        # A path cannot be checked here (seccomp sees a pointer), but the directory can:
+        # never the current one (AT_FDCWD), only a descriptor it holds (its pipes).
+        flag = (3, _CMP_MASKED_EQ, _AT_EMPTY_PATH, _AT_EMPTY_PATH)
+        rules.append(("newfstatat", (flag, (0, _CMP_LT, _MAX_FD, 0))))
         try:
-            self._lib = _libseccomp()
-            self._ctx = self._lib.seccomp_init(_KILL_PROCESS)
-            if not self._ctx:
-                raise OSError("seccomp_init failed")
-            for syscall in ALLOWED:
-                self._allow(syscall)
-            # Signals to its own threads only (abort() raises one); never to another process.
-            self._allow("tgkill", _ArgCmp(0, _CMP_EQ, os.getpid(), 0))
-            # Reading its own limits (resource.getrlimit), never setting one.
-            self._allow("prlimit64", _ArgCmp(2, _CMP_EQ, 0, 0))
-            for command in FCNTL_COMMANDS.values():
-                self._allow("fcntl", _ArgCmp(1, _CMP_EQ, command, 0))
-            # fstat of a descriptor it holds: glibc spells it newfstatat(fd, "", AT_EMPTY_PATH).
-            # A path cannot be checked here (seccomp sees a pointer), but the directory can:
-            # never the current one (AT_FDCWD), only a descriptor it holds (its pipes).
-            flag = _ArgCmp(3, _CMP_MASKED_EQ, _AT_EMPTY_PATH, _AT_EMPTY_PATH)
-            self._allow("newfstatat", flag, _ArgCmp(0, _CMP_LT, _MAX_FD, 0))
-        except (OSError, AttributeError) as exc:
-            self.status = f"unavailable: {exc}"
+            from maestro.domains.sandbox import _native
 
-    def _allow(self, syscall: str, *cmp: _ArgCmp) -> None:
-        assert self._lib is not None
-        number = self._lib.seccomp_syscall_resolve_name(syscall.encode())
-        if number < 0:
-            return  # not a system call on this architecture (alarm, select on arm64, ...)
-        array = (_ArgCmp * len(cmp))(*cmp) if cmp else None
-        rc = self._lib.seccomp_rule_add_array(self._ctx, _ALLOW, number, len(cmp), array)
-        if rc != 0:
-            raise OSError(-rc, f"seccomp rule for {syscall}: {os.strerror(-rc)}")
+            _native.prepare_filter(_KILL_PROCESS, _ALLOW, rules)
+            self._native = _native
+        except (OSError, ImportError, RuntimeError) as exc:
+            self.status = f"unavailable: {exc}"
 
     def load(self) -> str:
         """Apply the filter to this process for good; "active" or "unavailable: why"."""
-        if self._lib is None or not self._ctx or self.status != "active":
+        if self._native is None or self.status != "active":
             return self.status
-        rc = self._lib.seccomp_load(self._ctx)
-        self._lib.seccomp_release(self._ctx)
-        self._ctx = None
-        if rc != 0:
-            self.status = f"unavailable: seccomp_load: {os.strerror(-rc)}"
+        try:
+            self._native.load_filter()
+        except (OSError, RuntimeError) as exc:
+            self.status = f"unavailable: {exc}"
+        self._native = None
         return self.status
-
-
-def _libseccomp() -> ctypes.CDLL:
-    # By soname: ctypes.util.find_library would start ldconfig in a subprocess.
-    lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = (ctypes.c_uint32,)
-    lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
-    lib.seccomp_rule_add_array.argtypes = (
-        ctypes.c_void_p,
-        ctypes.c_uint32,
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.POINTER(_ArgCmp),
-    )
-    lib.seccomp_load.argtypes = (ctypes.c_void_p,)
-    lib.seccomp_release.argtypes = (ctypes.c_void_p,)
-    return lib

@@ -1,0 +1,16 @@
+"""The sandbox child's C calls (``_native.c``)."""
+
+from collections.abc import Sequence
+
+def unshare(flags: int, /) -> None: ...
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None, /
+) -> None: ...
+def set_pdeathsig(signal: int, /) -> None: ...
+def prepare_filter(
+    default_action: int,
+    allow_action: int,
+    rules: Sequence[tuple[str, Sequence[tuple[int, int, int, int]]]],
+    /,
+) -> None: ...
+def load_filter() -> None: ...
