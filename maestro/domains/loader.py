@@ -100,10 +100,25 @@ class PackageCode:
     toolkit: Toolkit
 
 
-#: Loads a package's models.py, db.json (given parsed, or None when unreadable) and tools.py,
-#: reading through the open package folder and adding every problem found; None when the
-#: domain cannot be built.
-CodeLoader = Callable[[PackageFolder, DomainManifest, Any, list[Problem]], PackageCode | None]
+class RawDatabase:
+    """db.json as parsed (None when unreadable), handed over once: whoever takes it holds the
+    only reference, so the parsed file is freed as soon as its records are built and a large
+    database is never held twice by the frames of the load (an 18 MB db.json cost 522 MB)."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def take(self) -> Any:
+        value, self._value = self._value, None
+        return value
+
+
+#: Loads a package's models.py, db.json (given parsed, to take once) and tools.py, reading
+#: through the open package folder and adding every problem found; None when the domain cannot
+#: be built.
+CodeLoader = Callable[
+    [PackageFolder, DomainManifest, RawDatabase, list[Problem]], PackageCode | None
+]
 
 
 def assemble_package(
@@ -133,8 +148,9 @@ def _assemble(
             problems.append(Problem(name, "", "missing"))
 
     manifest = _load_manifest(folder, problems)
-    raw_db = folder.read_json("db.json", problems)
+    raw_db = RawDatabase(folder.read_json("db.json", problems))
     code = load_code(folder, manifest, raw_db, problems) if manifest is not None else None
+    del raw_db
     policy = _load_policy(folder, problems)
     if manifest is None or code is None:
         return None, problems
@@ -151,11 +167,11 @@ def _assemble(
 
 
 def _code_in_process(
-    folder: PackageFolder, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+    folder: PackageFolder, manifest: DomainManifest, raw_db: RawDatabase, problems: list[Problem]
 ) -> PackageCode | None:
     package = _make_package(folder.path, manifest.id)
     tables = _load_models(folder, package, problems)
-    db = load_db(raw_db, tables, problems) if tables is not None else None
+    db = load_db(raw_db.take(), tables, problems) if tables is not None else None
     toolkit = _load_tools(folder, package, problems)
     if tables is None or db is None or toolkit is None:
         return None
@@ -163,7 +179,7 @@ def _code_in_process(
 
 
 def _outside_code(
-    folder: PackageFolder, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+    folder: PackageFolder, manifest: DomainManifest, raw_db: RawDatabase, problems: list[Problem]
 ) -> PackageCode | None:
     """The code step for every package outside the library: in a sandbox child.
 
@@ -178,8 +194,8 @@ def _outside_code(
     if manifest.provenance.source == "imported":
         from maestro.domains.importers import vetted_imports
 
-        # By path: the importer's check opens the folder again (files.read_text).
-        vetted, refused = vetted_imports(folder.path, manifest)
+        # Through the load's handle: the tools.py vetted is the one the child is given.
+        vetted, refused = vetted_imports(folder, manifest)
         if refused:
             problems.extend(refused)
             return None

@@ -149,6 +149,11 @@ class State:
     def to_dict(self) -> dict[str, dict[str, JSONRecord]]:
         return {name: copy_json(rows) for name, rows in self._tables.items()}
 
+    def tables_view(self) -> Mapping[str, Mapping[str, JSONRecord]]:
+        """The state's own tables, not a copy: to serialize (a copy of a large database is one
+        more database held), never to change."""
+        return dict(self._tables)
+
     def session(self, clock: datetime | None = None) -> Session:
         """Start a copy-on-write session; O(1) whatever the size of the state."""
         return Session(self, clock=clock)

@@ -32,6 +32,10 @@ SKIP_LABELS = {"", "unsure", "skip", "?"}
 MAX_SHEET_BYTES = 64 * 1024 * 1024
 #: Any one field (a transcript can be long).
 MAX_FIELD_CHARS = 4 * 1024 * 1024
+#: Columns a sheet may have: the exported sheet has 12, a spreadsheet may add a few. Each row
+#: becomes a dict keyed by the header, so a header of 3 M empty columns (21 MB of commas) grew
+#: the importer by 551 MB before the sheet was refused.
+MAX_COLUMNS = 256
 #: The fields the import reads, each capped well below MAX_FIELD_CHARS.
 READ_FIELD_CHARS = {
     "item_id": 200,
@@ -81,6 +85,12 @@ def read_labels(path: Path, annotator: str) -> tuple[list[LabelRow], int]:
     are errors too: a malformed row is never skipped as if it were blank.
     """
     text = _read_sheet(path)
+    # An upper bound before the header is parsed: its first line's commas.
+    first_line = text[: text.find("\n") if "\n" in text else len(text)]
+    if first_line.count(",") >= 4 * MAX_COLUMNS:
+        raise AnnotationError(
+            f"{path}: row 1 (header): over {MAX_COLUMNS} columns; a sheet has at most {MAX_COLUMNS}"
+        )
     rows, skipped, seen = [], 0, set()
     with _field_limit(MAX_FIELD_CHARS):
         reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
@@ -88,6 +98,10 @@ def read_labels(path: Path, annotator: str) -> tuple[list[LabelRow], int]:
             header = reader.fieldnames or []
         except csv.Error as exc:
             raise AnnotationError(f"{path}: row 1 (header): {_csv_reason(exc)}") from None
+        if len(header) > MAX_COLUMNS:
+            raise AnnotationError(
+                f"{path}: row 1 (header): {len(header):,} columns; a sheet has at most {MAX_COLUMNS}"
+            )
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
             raise AnnotationError(f"{path}: row 1 (header): missing column(s) {missing}")

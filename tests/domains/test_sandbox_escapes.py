@@ -307,6 +307,25 @@ def test_distinct_patterns_are_bounded_across_a_package() -> None:
     assert rss_mb() - before < 64
 
 
+def test_fields_sharing_one_pattern_are_bounded_too() -> None:
+    """pydantic compiles a pattern once per field: 420 fields of one pattern grew the host by
+    483 MB, while the budget counted one distinct pattern."""
+    budget = Budget()
+    before = rss_mb()
+    properties = {f"f{i}": {"type": "string", "pattern": r"^\w{20}$"} for i in range(420)}
+    schema = {"type": "object", "properties": {"k": {"type": "string"}, **properties}}
+    with pytest.raises(
+        SchemaError, match="over 64 fields of the package's schemas carry a pattern"
+    ):
+        record_model("Wide", "k", schema, budget)
+    assert rss_mb() - before < 64
+    few = {
+        "type": "object",
+        "properties": {"k": {"type": "string"}, **dict(list(properties.items())[:30])},
+    }
+    record_model("Narrow", "k", few, Budget())  # a table of 30 such fields is fine
+
+
 INVALID_DEFAULT = TOY_MODELS.replace(
     "    stock: int\n", '    stock: int\n    stars: int = "many"\n'
 )

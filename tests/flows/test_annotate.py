@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -278,6 +279,23 @@ def test_an_oversized_field_the_import_reads_is_refused(lake: Lake, tmp_path: Pa
         AnnotationError, match=r"row 2 \(line 2\): note is 200,000 characters long; at most 10,000"
     ):
         import_labels(lake, labelled, "ann", "a1")
+
+
+@pytest.mark.parametrize("extra", [300, 3_000_000])
+def test_a_sheet_of_millions_of_columns_is_refused_before_it_costs_memory(
+    lake: Lake, tmp_path: Path, extra: int
+) -> None:
+    """A header of 3 M empty columns (21 MB of commas) grew the importer by 551 MB: each row
+    became a dict keyed by the header."""
+    labelled, _ = _sheet(lake, tmp_path)
+    header, *rest = labelled.read_text(encoding="utf-8").splitlines()
+    labelled.write_text("\n".join([header + "," * extra, *rest]) + "\n", encoding="utf-8")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(
+        AnnotationError, match=r"row 1 \(header\): .*columns; a sheet has at most 256"
+    ):
+        import_labels(lake, labelled, "ann", "a1")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
 
 
 def test_a_long_transcript_in_a_sheet_still_imports(hotel: Domain, tmp_path: Path) -> None:

@@ -25,7 +25,12 @@ class SandboxLimits(BaseModel):
         60.0, gt=0, description="wall time to start the child and load the package"
     )
     max_reply_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, description="largest answer text of one call the host accepts"
+        16 * 1024 * 1024,
+        ge=1024,
+        description=(
+            "largest answer text of one call the host accepts, in bytes on the wire and in bytes"
+            " the decoded text holds (4 a character once one character is past U+FFFF)"
+        ),
     )
     max_writes: int = Field(
         1000, ge=1, description="most records one call may write (insert, change or delete)"
@@ -43,6 +48,22 @@ class SandboxLimits(BaseModel):
     )
     max_session_write_nodes: int = Field(
         1_000_000, ge=100, description="most JSON values in all the writes one session accepts"
+    )
+    max_session_held_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description=(
+            "most memory the host holds for one session's answers and writes, counted as Python"
+            " holds them (a replay, an episode, an MCP session)"
+        ),
+    )
+    max_held_bytes: int = Field(
+        512 * 1024 * 1024,
+        ge=1024,
+        description=(
+            "most memory the host holds for the answers and writes of all the live sessions of"
+            " one sandboxed domain (a server's sessions), counted as Python holds them"
+        ),
     )
     max_package_bytes: int = Field(
         64 * 1024 * 1024,

@@ -10,7 +10,6 @@ child agrees (same state hash). Nothing of the package is imported or evaluated 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ from typing import Any
 
 from maestro.domains import loader
 from maestro.domains.errors import DomainLoadError, Problem
-from maestro.domains.files import PackageFolder, json_nodes
-from maestro.domains.loader import CodeLoader, PackageCode
+from maestro.domains.files import PackageFolder
+from maestro.domains.loader import CodeLoader, PackageCode, RawDatabase
 from maestro.domains.models import DomainManifest
 from maestro.domains.package import Domain
 from maestro.domains.sandbox.description import host_tables, host_tools, read_description
@@ -106,7 +105,10 @@ def sandboxed_code(options: SandboxOptions | None = None) -> CodeLoader:
         raise ValueError(f"no layer named {sorted(unknown)}; layers: {sorted(SWITCHABLE)}")
 
     def load(
-        folder: PackageFolder, manifest: DomainManifest, raw_db: Any, problems: list[Problem]
+        folder: PackageFolder,
+        manifest: DomainManifest,
+        raw_db: RawDatabase,
+        problems: list[Problem],
     ) -> PackageCode | None:
         return _sandboxed(folder, manifest, raw_db, problems, opts)
 
@@ -125,7 +127,7 @@ def _open(path: str | Path, options: SandboxOptions, *, check_gold: bool) -> Dom
 def _sandboxed(
     folder: PackageFolder,
     manifest: DomainManifest,
-    raw_db: Any,
+    database: RawDatabase,
     problems: list[Problem],
     options: SandboxOptions,
 ) -> PackageCode | None:
@@ -138,11 +140,14 @@ def _sandboxed(
             found += check_models_source(models_source)
         if tools_source is not None:
             found += check_tools_source(tools_source, vetted=dict(options.vetted))
+    raw_db = database.take()
     if raw_db is not None and not isinstance(raw_db, dict):
         found.append(Problem("db.json", "", "must be an object of tables"))
     problems.extend(found)
     if found or models_source is None or tools_source is None or raw_db is None:
         return None
+    box = RawDatabase(raw_db)
+    del raw_db  # _first_boot takes the only reference, and drops it once the child has it
     launch = Launch(
         options.limits,
         manifest.id,
@@ -154,7 +159,7 @@ def _sandboxed(
     )
     process = SandboxProcess(launch)
     try:
-        code = _first_boot(process, launch, raw_db, problems)
+        code = _first_boot(process, launch, box, problems)
     except BaseException:
         process.kill()
         raise
@@ -164,10 +169,14 @@ def _sandboxed(
 
 
 def _first_boot(
-    process: SandboxProcess, launch: Launch, raw_db: dict[str, Any], problems: list[Problem]
+    process: SandboxProcess, launch: Launch, database: RawDatabase, problems: list[Problem]
 ) -> PackageCode | None:
-    """Start the first child: hello, describe (with db.json), the host's models, begin."""
+    """Start the first child: hello, describe (with db.json), the host's models, begin. The
+    host holds one copy of the database at a time: db.json's parsed value until the child has
+    it, then the child's normalized one, then the host's records."""
     limits = launch.limits
+    raw_db = database.take()
+    max_nodes = _database_nodes(raw_db)
     try:
         process.start()
         described = process.exchange(
@@ -176,6 +185,7 @@ def _first_boot(
             timeout_s=limits.startup_timeout_s,
             caps=describe_caps(limits),
         )
+        del raw_db
     except SandboxStartError as exc:
         problems.extend(Problem(*p) for p in _problem_rows(exc.problems))
         problems.append(Problem("tools.py", "", exc.reason))
@@ -183,7 +193,8 @@ def _first_boot(
     except ChildFailure as exc:
         problems.append(Problem("tools.py", "", f"the sandbox child failed: {exc.reason}"))
         return None
-    description = read_description(described.meta)
+    meta = described.meta
+    description = read_description(meta)
     if isinstance(description, list):
         problems.extend(description)
         return None
@@ -197,8 +208,10 @@ def _first_boot(
     # The records the real record types refused, then the host's own check of the rest.
     problems.extend(Problem(f, at, msg) for f, at, msg in description.problems if f == "db.json")
     try:
-        normalized = described.decoded_data(_database_nodes(raw_db))
+        normalized = described.decoded_data(max_nodes)
+        del described  # the bytes are decoded: free them before the records are built
         state = loader.load_db(normalized, tables, problems)
+        del normalized
     except ChannelError as exc:  # the data section is not JSON
         problems.append(
             Problem("db.json", "", f"the sandbox child sent no readable database: {exc}")
@@ -210,7 +223,10 @@ def _first_boot(
     # the tasks are checked too; the problems make the load fail all the same.
     try:
         ready = process.exchange(
-            {"op": "begin"}, state.to_dict(), timeout_s=limits.startup_timeout_s, caps=BEGIN_CAPS
+            {"op": "begin"},
+            state.tables_view(),
+            timeout_s=limits.startup_timeout_s,
+            caps=BEGIN_CAPS,
         )
     except ChildFailure as exc:
         problems.append(Problem("tools.py", "", f"the sandbox child failed: {exc.reason}"))
@@ -218,16 +234,25 @@ def _first_boot(
     if ready.meta.get("state_hash") != state.state_hash():
         problems.append(Problem("db.json", "", "the sandbox child sees another database"))
         return None
-    package = Package(launch, description_key(described.meta), tables, state)
+    package = Package(launch, description_key(meta), tables, state)
     return PackageCode(tables, state, SandboxToolkit(specs, package, first=process))
 
 
-def _database_nodes(raw_db: dict[str, Any]) -> int:
+def _database_nodes(raw_db: Any) -> int:
     """Most JSON values the child's normalized database may hold: db.json's own, with room
     for the defaults the record types fill in. The child, not db.json, writes that copy: a
-    53-byte db.json must not come back as millions of values in the host."""
-    raw = json.dumps(raw_db, separators=(",", ":")).encode("utf-8", "surrogatepass")
-    return 8 * json_nodes(raw) + 100_000
+    53-byte db.json must not come back as millions of values in the host. Counted on the
+    parsed value (a dump of it was one more copy of the database)."""
+    count, pending = 0, [raw_db]
+    while pending:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)  # the keys
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return 8 * count + 100_000
 
 
 def _problem_rows(rows: list[Any]) -> list[tuple[str, str, str]]:

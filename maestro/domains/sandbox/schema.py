@@ -52,6 +52,10 @@ MAX_DEFS = 100  # each is built once; a chain of them is a chain of calls
 MAX_PACKAGE_NODES = 100_000
 MAX_PACKAGE_MODELS = 1_000
 MAX_PACKAGE_PATTERNS = 16
+#: pydantic-core compiles a pattern once per field that carries it (its cache is per
+#: validator), so fields sharing one pattern each cost its memory: 420 fields of one pattern
+#: grew the host by 483 MB. At most this many fields (and items) of a package carry a pattern.
+MAX_PATTERN_FIELDS = 64
 MAX_REPEAT = 100
 MAX_CLASS_REPEAT = 40
 
@@ -103,6 +107,7 @@ class Budget:
     nodes: int = 0
     models: int = 0
     patterns: set[str] = dataclasses.field(default_factory=set)
+    pattern_fields: int = 0
 
 
 def record_model(
@@ -346,6 +351,12 @@ def _check_constraints(constraints: dict[str, Any], path: str, budget: Budget) -
                 raise SchemaError(f"{path}: pattern must be a string of at most {MAX_PATTERN}")
             _check_pattern(value, path)
             budget.patterns.add(value)
+            budget.pattern_fields += 1
+            if budget.pattern_fields > MAX_PATTERN_FIELDS:
+                raise SchemaError(
+                    f"{path}: over {MAX_PATTERN_FIELDS} fields of the package's schemas carry a"
+                    " pattern (each is compiled, and held, once per field)"
+                )
             if len(budget.patterns) > MAX_PACKAGE_PATTERNS:
                 raise SchemaError(
                     f"{path}: the package's schemas use over {MAX_PACKAGE_PATTERNS} distinct patterns"

@@ -11,6 +11,7 @@ keys, records valid against the host's record models, and at most ``max_writes``
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 import weakref
@@ -35,6 +36,21 @@ from maestro.domains.sandbox.protocol import Caps, ChannelError
 from maestro.domains.store import JSONRecord, Session, State, TableSpec, canonical_json
 
 _MISSING = object()
+
+
+def held_bytes(value: Any) -> int:
+    """What a decoded JSON value holds in this process, in bytes (``sys.getsizeof`` over every
+    container, key and value it holds; shared small ints and interned strings counted anyway)."""
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        total += sys.getsizeof(item)
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return total
 
 
 def describe_caps(limits: SandboxLimits) -> Caps:
@@ -74,6 +90,8 @@ class _MirrorState:
     # What the session has accepted from the child so far, against the per-session caps.
     written_bytes: int = 0
     written_nodes: int = 0
+    # What the host holds of the session's answers and writes, as Python holds them.
+    held_bytes: int = 0
 
 
 @dataclass
@@ -377,12 +395,40 @@ class SandboxToolkit(Toolkit):
                 f"Error: {name} did not finish within {limit:g} s; nothing was changed.",
                 "timeout",
             )
+        if writes and spec.kind != "write":
+            raise _Refused("a READ tool's call wrote records; the sandbox refused them")
+        self._hold(session, frame.text, writes)
         if writes:
-            if spec.kind != "write":
-                raise _Refused("a READ tool's call wrote records; the sandbox refused them")
             self._count_writes(session, frame.data)
             self._apply_writes(session, writes, seen)
         return frame.text, reply.status
+
+    def _hold(self, session: Session, text: str, writes: Any) -> None:
+        """Charge what the host will hold of a call (its answer, its writes, as Python holds
+        them) to the call, its session and every live session of this domain; a cap reached
+        refuses the call. The wire's caps bound bytes sent, not what the decoded text holds
+        (an emoji makes CPython store every character of the text in 4 bytes)."""
+        limits = self.limits
+        text_bytes = held_bytes(text)
+        if text_bytes > limits.max_reply_bytes:
+            raise _Refused(
+                f"its answer of {len(text):,} characters holds {text_bytes:,} bytes in the host;"
+                f" the sandbox allows {limits.max_reply_bytes:,} a call"
+            )
+        call = text_bytes + (held_bytes(writes) if writes else 0)
+        mirror = self._mirror(session)
+        if mirror.held_bytes + call > limits.max_session_held_bytes:
+            raise _Refused(
+                f"the session's answers and writes would hold {mirror.held_bytes + call:,} bytes"
+                f" in the host; the sandbox allows {limits.max_session_held_bytes:,} a session"
+            )
+        total = sum(m.held_bytes for m in self._mirrors.values()) + call
+        if total > limits.max_held_bytes:
+            raise _Refused(
+                f"this domain's live sessions would hold {total:,} bytes in the host; the sandbox"
+                f" allows {limits.max_held_bytes:,} in all (end some sessions)"
+            )
+        mirror.held_bytes += call
 
     def _count_writes(self, session: Session, data: bytes) -> None:
         """Charge a call's writes to its session: what the host holds for a session grows only
