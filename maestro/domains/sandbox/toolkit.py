@@ -522,7 +522,7 @@ def boot(
             raise SandboxStartError("the sandbox child describes the package differently now")
         ready = process.exchange(
             {"op": "begin"},
-            package.state.to_dict(),
+            package.state.tables_view(),
             timeout_s=step_s,
             caps=BEGIN_CAPS,
         )
