@@ -39,10 +39,17 @@ def bfcl(
     from maestro.domains.loader import load_domain
 
     folder = out or Path("runs") / "bfcl" / category
+    refused = _not_a_folder(folder)
+    if refused is not None:
+        echo(f"error: --out {folder}: {refused}", err=True)
+        raise typer.Exit(2)
     try:
         result = import_category(category, folder, limit=limit)
     except BfclDataError as exc:
         echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:  # the packages cannot be written there (permissions, a full disk)
+        echo(f"error: --out {folder}: cannot write the packages: {exc.strerror or exc}", err=True)
         raise typer.Exit(2) from None
     failures = check_packages(result.packages)
     for failure in failures:
@@ -86,6 +93,15 @@ def bfcl(
     )
     if lake:
         echo(f"  lake: domains, tasks and task set bfcl/{category}")
+
+
+def _not_a_folder(folder: Path) -> str | None:
+    """Why the packages cannot go under ``folder`` (it, or the nearest part of its path that
+    exists, is a file or a device: ``/dev/null``), or None."""
+    for part in (folder, *folder.parents):
+        if part.exists():
+            return None if part.is_dir() else f"{part} is not a folder"
+    return None
 
 
 def _agreement(packages: list[Path]) -> dict[str, object]:

@@ -25,11 +25,11 @@ from maestro.domains.facts import MAX_FACTS, fact_problem
 from maestro.domains.files import PackageFolder, cap_problems
 from maestro.domains.laws import LAWS_FILE, Law, law_problems, parse_laws, table_shapes
 from maestro.domains.library import LIBRARY_ROOT
-from maestro.domains.models import DomainManifest, Task
+from maestro.domains.models import DomainManifest, Task, task_size_problems
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
 from maestro.domains.runtime import ToolDefinitionError, Toolkit, spec_from_function, tool_functions
 from maestro.domains.sdk import Record, Ref
-from maestro.domains.store import State, TableSpec
+from maestro.domains.store import MAX_RECORD_DEPTH, State, TableSpec, deeper_than
 
 PACKAGE_FILES = ("domain.json", "models.py", "db.json", "tools.py", "policy.md", "tasks.jsonl")
 
@@ -416,11 +416,22 @@ def validated_records(
         clean[table] = {}
         for key, rec in rows.items():
             where = f"{table}/{key}"
+            if deeper_than(rec, MAX_RECORD_DEPTH):
+                problems.append(
+                    Problem("db.json", where, f"nested deeper than {MAX_RECORD_DEPTH} levels")
+                )
+                continue
             try:
                 assert spec.model is not None
                 data = spec.model.model_validate(rec).model_dump(mode="json")
             except ValidationError as exc:
                 problems.extend(validation_problems("db.json", where, exc))
+                continue
+            except (ValueError, TypeError) as exc:
+                # A constraint that does not fit its field's type ("Unable to apply constraint
+                # 'min_length'"), or what a record type's own code raised.
+                message = f"{type(exc).__name__}: {exc}"
+                problems.append(Problem("db.json", where, f"cannot be validated: {message[:500]}"))
                 continue
             if data.get(spec.key_field) != key:
                 problems.append(
@@ -491,8 +502,12 @@ def _load_tasks(
     seen: dict[str, int] = {}
     for lineno, raw in folder.read_jsonl("tasks.jsonl", problems):
         where = f"line {lineno}"
-        if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str) and len(raw["id"]) <= 200:
             where = f"line {lineno} (task {raw['id']})"
+        oversized = task_size_problems(raw)
+        if oversized:
+            problems.extend(Problem("tasks.jsonl", where, msg) for msg in oversized)
+            continue
         try:
             task = Task.model_validate(raw)
         except ValidationError as exc:

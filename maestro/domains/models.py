@@ -7,11 +7,66 @@ Where tau2-bench has a name we use it (``user_scenario``, ``evaluation_criteria`
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: The most characters of one piece of a task's own text (its scenario, descriptions, assertions,
+#: facts, turns, ids): what the lints and prompts read (the library's longest is 297; a 40 KB
+#: ``known_info`` held the scenario lint 22 s before it was linear).
+MAX_TASK_PROSE = 8_000
+#: The most characters of one value the task hands a tool or the database (an action's argument,
+#: a record of ``initialization_data``; BFCL's long-context files reach 6,690).
+MAX_TASK_VALUE = 100_000
+#: The most items of one list or object of the task's own structure (actions, turns, assertions,
+#: a part's keys; BFCL's longest task has 35 actions).
+MAX_TASK_ITEMS = 1_000
+#: The most characters of one key anywhere in a task.
+MAX_TASK_KEY = 1_000
+#: Keys under which a task holds data rather than its own structure.
+_DATA_KEYS = frozenset({"arguments", "initialization_data"})
+_MAX_SIZE_PROBLEMS = 20
+#: Lists with a tighter cap of their own, checked after validation (``facts.MAX_FACTS``).
+_COUNTED_ELSEWHERE = frozenset({"evaluation_criteria.communicate_info"})
+
+
+def task_size_problems(raw: Any) -> list[str]:
+    """Why a task as read from ``tasks.jsonl`` (parsed, not validated) is too large to check,
+    one line per oversized part (``user_scenario.instructions.known_info is 40,500 characters;
+    at most 8,000``): one pass over the value, before validation."""
+    out: list[str] = []
+    stack: list[tuple[Any, str, bool]] = [(raw, "", False)]  # (value, path, under a data key)
+    while stack and len(out) < _MAX_SIZE_PROBLEMS:
+        value, path, data = stack.pop()
+        name = path or "the task"
+        if isinstance(value, str):
+            limit = MAX_TASK_VALUE if data else MAX_TASK_PROSE
+            if len(value) > limit:
+                out.append(f"{name} is {len(value):,} characters; at most {limit:,}")
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if not data and len(value) > MAX_TASK_ITEMS and path not in _COUNTED_ELSEWHERE:
+            noun = "keys" if isinstance(value, dict) else "items"
+            out.append(f"{name} holds {len(value):,} {noun}; at most {MAX_TASK_ITEMS:,}")
+        # Data is bounded by the file's size alone; the task's own parts by the cap as well.
+        shown = len(value) if data or path in _COUNTED_ELSEWHERE else MAX_TASK_ITEMS
+        children: list[tuple[Any, str, bool]] = []
+        if isinstance(value, list):
+            children = [(v, f"{path}[{i}]", data) for i, v in enumerate(value[:shown])]
+        else:
+            for key, v in itertools.islice(value.items(), shown):
+                if len(key) > MAX_TASK_KEY:
+                    out.append(
+                        f"{name} has a key of {len(key):,} characters; at most {MAX_TASK_KEY:,}"
+                    )
+                    continue
+                children.append((v, f"{path}.{key}" if path else key, data or key in _DATA_KEYS))
+        stack.extend(reversed(children))
+    return out
 
 
 class _Strict(BaseModel):

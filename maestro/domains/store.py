@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from maestro.domains.errors import StoreError, ToolError
 
@@ -42,6 +42,24 @@ _ABSENT = object()  # journal marker: the key had no overlay entry before the wr
 def canonical_json(value: Any) -> str:
     """The one JSON spelling of a value: sorted keys, no spaces, UTF-8."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+#: How deep a record may nest (db.json's own bound, ``strict_json.MAX_DEPTH``); pydantic's
+#: serializer stops near 255 levels with a ``ValueError`` of its own.
+MAX_RECORD_DEPTH = 64
+
+
+def deeper_than(value: Any, depth: int) -> bool:
+    """Whether a JSON value nests lists and objects more than ``depth`` levels (no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            if level >= depth:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def copy_json(value: Any) -> Any:
@@ -339,7 +357,11 @@ class Session:
         if spec.model is not None:
             try:
                 data = spec.model.model_validate(data).model_dump(mode="json")
-            except ValidationError as exc:
+            except (ValueError, TypeError) as exc:
+                # ValidationError; pydantic's "Maximum serialization depth exceeded" (a forged
+                # write of a sandboxed child nested past 255 levels); what a record type's own
+                # code raises, or a constraint that does not fit its type ("Unable to apply
+                # constraint").
                 raise StoreError(f"invalid {table} record: {exc}") from None
         key = data.get(spec.key_field)
         if not isinstance(key, str) or not key:

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from maestro.conversation import ToolCall, Trajectory
-from maestro.domains.facts import fact_tokens, states_tokens
-from maestro.domains.models import Action, RewardType, Task
+from maestro.domains.facts import DETERMINERS, UNORDERED_WORDS, fact_tokens
+from maestro.domains.models import RewardType, Task
 from maestro.domains.package import Domain, ReplayResult, replay_calls, replay_gold
 from maestro.domains.store import compare_sessions
 from maestro.scoring.card import CheckItem, CriterionScore
+from maestro.scoring.matching import match_actions, matches
 
 
 @dataclass
@@ -114,66 +115,6 @@ def db_check() -> Check:
     return check
 
 
-def same_value(expected: Any, actual: Any) -> bool:
-    """JSON equality where 1 == 1.0 but True != 1."""
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        return expected.keys() == actual.keys() and all(
-            same_value(v, actual[k]) for k, v in expected.items()
-        )
-    if isinstance(expected, list) and isinstance(actual, list):
-        return len(expected) == len(actual) and all(
-            same_value(a, b) for a, b in zip(expected, actual, strict=True)
-        )
-    return bool(expected == actual)
-
-
-def matches(action: Action, call: ToolCall) -> bool:
-    """The call has the action's name and equal values for its compared arguments."""
-    if call.name != action.name or not isinstance(call.arguments, dict):
-        return False
-    return all(
-        k in call.arguments and same_value(v, call.arguments[k])
-        for k, v in action.compared().items()
-    )
-
-
-def match_actions(
-    actions: Sequence[Action], calls: Sequence[ToolCall], ordered: bool
-) -> list[int | None]:
-    """For each action, the index of the call matched to it (each call used once), or None.
-
-    Unordered: a maximum bipartite matching, so a loose action cannot steal the only call that
-    fits a stricter one. Ordered: the earliest subsequence.
-    """
-    if ordered:
-        out: list[int | None] = []
-        pos = 0
-        for a in actions:
-            hit = next((j for j in range(pos, len(calls)) if matches(a, calls[j])), None)
-            out.append(hit)
-            if hit is not None:
-                pos = hit + 1
-        return out
-    owner: dict[int, int] = {}  # call index -> action index
-
-    def assign(i: int, seen: set[int]) -> bool:
-        for j, call in enumerate(calls):
-            if j in seen or not matches(actions[i], call):
-                continue
-            seen.add(j)
-            if j not in owner or assign(owner[j], seen):
-                owner[j] = i
-                return True
-        return False
-
-    for i in range(len(actions)):
-        assign(i, set())
-    by_action = {i: j for j, i in owner.items()}
-    return [by_action.get(i) for i in range(len(actions))]
-
-
 def action_check() -> Check:
     """Every gold action matched by a successful call; no forbidden action performed."""
 
@@ -217,13 +158,12 @@ def communicate_check() -> Check:
     case, punctuation and number formatting set aside: :func:`maestro.domains.facts.states_fact`)."""
 
     def check(ctx: ScoringContext) -> CriterionScore:
-        said = [fact_tokens(t) for t in ctx.trajectory.assistant_texts()]  # once, for every fact
-        items = []
-        for info in ctx.task.evaluation_criteria.communicate_info:
-            hit = any(states_tokens(tokens, info) for tokens in said)
-            items.append(
-                CheckItem(subject=info, passed=hit, reason="said" if hit else "never said")
-            )
+        infos = ctx.task.evaluation_criteria.communicate_info
+        stated = stated_facts(ctx.trajectory.assistant_texts(), infos)
+        items = [
+            CheckItem(subject=info, passed=hit, reason="said" if hit else "never said")
+            for info, hit in zip(infos, stated, strict=True)
+        ]
         ok = all(i.passed for i in items)
         return CriterionScore(
             criterion=RewardType.COMMUNICATE,
@@ -236,3 +176,39 @@ def communicate_check() -> Check:
         )
 
     return check
+
+
+def _canon(token: str) -> str:
+    # One determiner stands for another inside a fact (facts.py's rule).
+    return "\x00" if token in DETERMINERS else token
+
+
+def stated_facts(texts: Sequence[str], facts: Sequence[str]) -> list[bool]:
+    """For each fact, whether some text states it: :func:`maestro.domains.facts.states_fact`
+    on every (text, fact) pair, at the cost of one pass over each text per distinct fact
+    length (50k facts slid one by one over every message took 23 s: issue 23)."""
+    wanted: list[tuple[str, ...]] = []
+    in_order: dict[int, set[tuple[str, ...]]] = {}
+    any_order: dict[int, set[tuple[str, ...]]] = {}
+    for fact in facts:
+        tokens = fact_tokens(fact)
+        want = tuple(map(_canon, tokens))
+        wanted.append(want)
+        if not want:
+            continue
+        in_order.setdefault(len(want), set()).add(want)
+        if 2 <= len(want) <= UNORDERED_WORDS and not any(c.isdigit() for w in tokens for c in w):
+            any_order.setdefault(len(want), set()).add(tuple(sorted(want)))
+    found: set[tuple[str, ...]] = set()
+    found_bags: set[tuple[str, ...]] = set()
+    for text in texts:
+        have = [_canon(t) for t in fact_tokens(text)]
+        for n, grams in in_order.items():
+            found.update(
+                g for i in range(len(have) - n + 1) if (g := tuple(have[i : i + n])) in grams
+            )
+        for n, bags in any_order.items():
+            found_bags.update(
+                b for i in range(len(have) - n + 1) if (b := tuple(sorted(have[i : i + n]))) in bags
+            )
+    return [bool(want) and (want in found or tuple(sorted(want)) in found_bags) for want in wanted]

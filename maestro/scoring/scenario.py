@@ -14,7 +14,11 @@ import re
 from maestro.domains.models import Task
 
 #: Identifiers, amounts, dates, phone numbers and e-mail addresses: tokens holding a digit or an @.
-_TOKEN = re.compile(r"[\w.+-]*[\d@][\w.+@-]*")
+#: A token is a whole run of these characters (``[\w.+-]*[\d@][\w.+@-]*`` finds the same, but
+#: backtracks over every run without a digit: 40 KB of letters took 20 s, issue 23).
+_RUN = re.compile(r"[\w.+@-]+")
+_MARK = re.compile(r"[\d@]")
+_WORD = re.compile(r"\w+")
 #: Names: two or more capitalised words ("Kevin Marsh").
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+\b")
 #: Capitalised words that start a sentence rather than a name ("Your Visa", "The Amex").
@@ -30,7 +34,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 def known_facts(text: str) -> set[str]:
     """The identifiers and names a piece of scenario text states."""
-    facts = {t.strip(".,;:") for t in _TOKEN.findall(text)}
+    facts = {t.strip(".,;:") for t in _RUN.findall(text) if _MARK.search(t)}
     for name in _NAME.findall(text):
         words = name.split()
         while words and words[0] in _NOT_NAME:
@@ -40,8 +44,49 @@ def known_facts(text: str) -> set[str]:
     return {f for f in facts if len(f) >= 3}
 
 
+def _bounded(ch: str) -> bool:
+    """Whether ``ch`` may stand next to a stated fact (not ``[\\w-]``)."""
+    return not (ch.isalnum() or ch in "_-")
+
+
 def _states(sentence: str, fact: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(fact)}(?![\w-])", sentence) is not None
+    """Whether ``fact`` is in ``sentence`` with neither a word character nor a hyphen either
+    side; one scan of the sentence, no pattern compiled per fact."""
+    at = sentence.find(fact)
+    while at >= 0:
+        end = at + len(fact)
+        if (at == 0 or _bounded(sentence[at - 1])) and (
+            end == len(sentence) or _bounded(sentence[end])
+        ):
+            return True
+        at = sentence.find(fact, at + 1)
+    return False
+
+
+class _Facts:
+    """Known facts indexed by their first word: a text is searched only for the facts whose
+    every word it holds (a stated fact's words are words of the text), so that linting costs
+    the texts' length and the facts they mention, not facts times sentences."""
+
+    def __init__(self, facts: set[str]) -> None:
+        self.unworded: list[str] = []
+        self.by_word: dict[str, list[tuple[str, set[str]]]] = {}
+        for fact in facts:
+            words = _WORD.findall(fact)
+            if not words:
+                self.unworded.append(fact)
+                continue
+            self.by_word.setdefault(words[0], []).append((fact, set(words)))
+
+    def stated(self, text: str) -> set[str]:
+        """The facts ``text`` states."""
+        words = set(_WORD.findall(text))
+        found = {f for f in self.unworded if _states(text, f)}
+        for word in words:
+            for fact, needs in self.by_word.get(word, ()):
+                if needs <= words and _states(text, fact):
+                    found.add(fact)
+        return found
 
 
 def volunteered_known_facts(task: Task) -> list[str]:
@@ -49,12 +94,13 @@ def volunteered_known_facts(task: Task) -> list[str]:
     simulator must give only when asked) that its reason for calling does not already state."""
     ins = task.user_scenario.instructions
     facts = known_facts(ins.known_info or "")
-    facts -= {f for f in facts if _states(ins.reason_for_call, f)}
+    facts -= _Facts(facts).stated(ins.reason_for_call)
+    index = _Facts(facts)
     out = []
     for sentence in _SENTENCE.split(ins.task_instructions):
         if _WAITS.search(sentence):
             continue
-        said = sorted(f for f in facts if _states(sentence, f))
+        said = sorted(index.stated(sentence))
         if said:
             out.append(
                 f"task_instructions say to give {', '.join(said)} unasked ({sentence.strip()!r}),"

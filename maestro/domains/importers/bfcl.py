@@ -71,13 +71,17 @@ def long_context(category: str) -> bool:
 # ----- BFCL's data files -----------------------------------------------------------------------
 
 
+def _category_of(path: Path) -> str:
+    """The category a data file holds: ``BFCL_v4_multi_turn_base.json`` -> ``multi_turn_base``."""
+    return path.name.split("_", 2)[-1].removesuffix(".json")
+
+
 def _one_file(folder: Path, category: str) -> Path:
-    found = sorted(folder.glob(f"BFCL_*_{category}.json"))
+    # The category is compared as a name, never put in a pattern: "**" or "multi_turn_bas?"
+    # matched other categories' files.
+    found = sorted(p for p in folder.glob("BFCL_*_*.json") if _category_of(p) == category)
     if len(found) != 1:
-        known = sorted(
-            p.name.split("_", 2)[-1].removesuffix(".json")
-            for p in folder.glob("BFCL_*_multi_turn*.json")
-        )
+        known = sorted(_category_of(p) for p in folder.glob("BFCL_*_multi_turn*.json"))
         raise BfclDataError(
             f"{DISTRIBUTION} {bfcl_version()} has no category {category!r}"
             f" (multi-turn categories: {', '.join(known)})"

@@ -249,6 +249,7 @@ class _Builder:
         self._check(node, path, depth)
         base = self._base(node, path, depth)
         given = {k: v for k, v in node.items() if k in _CONSTRAINTS}
+        _check_applies(node, given, path)
         _check_constraints(given, path, self.budget)
         metadata: list[Any] = []
         if given:
@@ -342,6 +343,33 @@ def _literal(node: dict[str, Any], path: str) -> Any:
         if not (v is None or isinstance(v, str | int | float | bool)):
             raise SchemaError(f"{_at(path, 'enum')}: {type(v).__name__} values are not supported")
     return Literal[tuple(values)]
+
+
+#: The constraints each plain type takes. Pydantic builds a model with a float's min_length,
+#: then raises TypeError, not a ValidationError, on every value it validates.
+_NUMBER = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+_APPLIES = {
+    "string": frozenset({"minLength", "maxLength", "pattern"}),
+    "integer": _NUMBER,
+    "number": _NUMBER,
+    "array": frozenset({"minItems", "maxItems"}),
+}
+
+
+def _check_applies(node: dict[str, Any], constraints: dict[str, Any], path: str) -> None:
+    """Each constraint on a node whose own type takes it: a plain string (no ``format``), a
+    number, an array; never on a union, an enum, a reference or an untyped node."""
+    kind = node.get("type")
+    plain = not ({"$ref", "allOf", "anyOf", "enum", "const"} & set(node))
+    if kind == "string" and node.get("format") is not None:
+        plain = False
+    allowed = _APPLIES.get(kind, frozenset()) if plain and isinstance(kind, str) else frozenset()
+    for name in constraints:
+        if name not in allowed:
+            described = kind if plain and isinstance(kind, str) else "this kind of schema"
+            if kind == "string" and node.get("format") is not None:
+                described = f"a string of format {node.get('format')!r}"
+            raise SchemaError(f"{path}: {name} does not apply to {described}")
 
 
 def _check_constraints(constraints: dict[str, Any], path: str, budget: Budget) -> None:
