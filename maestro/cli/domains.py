@@ -99,7 +99,7 @@ def list_domains(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 
 
 def _policy_rules(policy: str) -> int:
-    return len(re.findall(r"^\s*\d+\.\s", policy, flags=re.MULTILINE))
+    return len(re.findall(r"^[ \t]*\d+\.\s", policy, flags=re.MULTILINE))
 
 
 @app.command("show")

@@ -43,7 +43,7 @@ from maestro.domains.tau2_templates import (
 
 SPLITS = ("train", "dev", "test")
 _SDK_IMPORT = re.compile(r"^from maestro\.domains\.sdk import (.+)$", re.MULTILINE)
-_OTHER_MAESTRO_IMPORT = re.compile(r"^\s*(from|import)\s+maestro\b.*$", re.MULTILINE)
+_OTHER_MAESTRO_IMPORT = re.compile(r"^[ \t]*(from|import)\s+maestro\b.*$", re.MULTILINE)
 
 
 class Tau2ExportError(Exception):
