@@ -9,10 +9,13 @@ gold actions, and nothing bounded a replay or a server's sessions.
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 
 from maestro.domains import Domain
+from maestro.domains.files import json_nodes
 from maestro.domains.sandbox import SandboxLimits
+from maestro.domains.sandbox.package import _database_nodes
 from maestro.domains.sandbox.toolkit import held_bytes
 from tests.domains.sandbox_support import TOY_TOOLS, make_package, rss_mb, tool_source, unchecked
 
@@ -68,3 +71,18 @@ def test_held_bytes_counts_what_python_holds() -> None:
     assert 1000 < held_bytes(ascii_text) < 1100 < 4000 < held_bytes(wide_text) < 4100
     record = {"key": "k1", "tags": ["a", "b"], "n": 3}
     assert held_bytes(record) > held_bytes({}) + held_bytes("key") + held_bytes(["a", "b"])
+
+
+def test_the_database_bound_counts_the_parsed_value_as_json_nodes_counts_its_dump() -> None:
+    """The child's database is bounded by db.json's own values; counted without dumping
+    db.json again, the bound must stay what the dump gave."""
+    values = [
+        {},
+        [],
+        {"t": {"k1": {"a": 1, "b": [1, 2, {}], "c": "x,y[{"}, "k2": {"d": None}}},
+        [[[]], [1], {"a": []}],
+        "text, with [brackets]",
+    ]
+    for value in values:
+        dumped = json.dumps(value).encode()
+        assert _database_nodes(value) == 8 * json_nodes(dumped) + 100_000, value

@@ -242,16 +242,14 @@ def _database_nodes(raw_db: Any) -> int:
     """Most JSON values the child's normalized database may hold: db.json's own, with room
     for the defaults the record types fill in. The child, not db.json, writes that copy: a
     53-byte db.json must not come back as millions of values in the host. Counted on the
-    parsed value (a dump of it was one more copy of the database)."""
-    count, pending = 0, [raw_db]
+    parsed value (a dump of it was one more copy of the database), exactly as ``json_nodes``
+    counts the dump: one, and per container its items (at least one: a bracket each)."""
+    count, pending = 1, [raw_db]
     while pending:
         item = pending.pop()
-        count += 1
-        if isinstance(item, dict):
-            count += len(item)  # the keys
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
+        if isinstance(item, dict | list):
+            count += max(len(item), 1)
+            pending.extend(item.values() if isinstance(item, dict) else item)
     return 8 * count + 100_000
 
 
