@@ -747,10 +747,18 @@ def info(walk: Walk) -> str:
 
 
 def scenario_knowing_everything(synthesis_id: str, config: SynthesisConfig) -> str:
-    """A scenario whose customer knows every value of the database: it fits any walk."""
+    """A scenario whose customer knows every value of the database a tool takes (the fields
+    named by some parameter, ``new_`` aside): it fits any walk, and stays a scenario's size."""
     db = json.loads(package_files(synthesis_id, config)["db.json"])
+    params = {p.removeprefix("new_") for op in blueprint(config).operations for p in op.params}
     values = sorted(
-        {str(v) for rows in db.values() for r in rows.values() for v in r.values() if v is not None}
+        {
+            str(v)
+            for rows in db.values()
+            for r in rows.values()
+            for field, v in r.items()
+            if v is not None and field in params
+        }
         | set(VALUES["refunds"]["reason"])
     )
     body = json.loads(scenario_text("everything"))
