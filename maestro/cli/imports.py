@@ -34,6 +34,7 @@ def bfcl(
     """Import a BFCL multi-turn category: one package per API-class combination, each entry a
     task with scripted user turns; every package is loaded (gold replay in the sandbox) before
     anything is written to the lake."""
+    from maestro.domains.files import TargetError
     from maestro.domains.importers.bfcl import check_packages, import_category
     from maestro.domains.importers.bfcl_package import BfclDataError
     from maestro.domains.loader import load_domain
@@ -50,6 +51,9 @@ def bfcl(
         raise typer.Exit(2) from None
     except OSError as exc:  # the packages cannot be written there (permissions, a full disk)
         echo(f"error: --out {folder}: cannot write the packages: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2) from None
+    except TargetError as exc:  # a link or special file in the way, refused, never followed
+        echo(f"error: --out {folder}: {exc}", err=True)
         raise typer.Exit(2) from None
     failures = check_packages(result.packages)
     for failure in failures:

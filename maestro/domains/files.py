@@ -475,21 +475,51 @@ def write_file(path: Path, text: str) -> Path:
 
 
 def open_log(path: Path) -> int:
-    """A descriptor on ``path`` for appending a child's output, truncated, made if missing;
-    never opened through a link, never a FIFO or device (:class:`TargetError` otherwise)."""
+    """A descriptor, open for reading and writing, on a fresh empty file named ``path`` (its
+    folder made if missing), for a child's output that is then read back through it.
+
+    The file is created under a temporary name (``O_CREAT | O_EXCL``: never an existing file)
+    and renamed over ``path``, so whatever held the name before is replaced, never opened: a
+    hard link planted as ``job.log`` (a second name of a file outside the run folder) was
+    truncated and overwritten. A symbolic link, FIFO, device or folder already there is
+    refused (:class:`TargetError`), as before; one swapped in after the check is replaced by
+    the rename, and one swapped in after the rename is never read, since the caller reads
+    through the descriptor, not the name.
+    """
     path = Path(os.path.abspath(path))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, 0o644
-        )
+        path.parent.mkdir(parents=True, exist_ok=True)  # the user's path may pass through links
+        folder = os.open(path.parent, _FOLDER_FLAGS)
     except OSError as exc:
-        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-        raise TargetError(f"cannot write {path}: {reason}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
+        raise TargetError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        return _fresh_log_at(folder, path)
+    finally:
+        os.close(folder)
+
+
+def _fresh_log_at(folder: int, path: Path) -> int:
+    """A new file renamed to ``path.name`` in ``folder``, open read-write; see :func:`open_log`."""
+    try:
+        mode = os.stat(path.name, dir_fd=folder, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        mode = 0
+    except OSError as exc:
+        raise TargetError(f"cannot write {path}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):
+        raise TargetError(f"cannot write {path}: it is a symbolic link")
+    if mode and not stat.S_ISREG(mode):
         raise TargetError(f"cannot write {path}: it is a {_mode_kind(mode)}, not a regular file")
-    os.ftruncate(fd, 0)
-    os.set_blocking(fd, True)
+    temporary = f".{path.name}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    fd = -1
+    try:
+        fd = os.open(temporary, flags, 0o644, dir_fd=folder)
+        os.rename(temporary, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        if fd >= 0:
+            os.close(fd)
+        raise TargetError(f"cannot write {path}: {exc.strerror}") from None
     return fd

@@ -75,8 +75,29 @@ def write_spec(job: TrainJob) -> Path:
     return write_file(Path(job.output_dir) / "job.json", job.model_dump_json(indent=2))
 
 
-def _tail(text: str, chars: int = 4000) -> str:
+#: Characters of a job's output kept in :class:`LaunchResult` (and in the lake).
+TAIL_CHARS = 4000
+#: Bytes of a local job's log read back for ``on_logs`` (the flow relays its last lines): the
+#: end of a log of gigabytes, never all of it.
+RELAY_BYTES = 256 * 1024
+
+
+def _tail(text: str, chars: int = TAIL_CHARS) -> str:
     return text[-chars:]
+
+
+def read_log_tail(fd: int, limit: int = RELAY_BYTES) -> str:
+    """The last ``limit`` bytes of the log open as ``fd``, as text (a character cut by the
+    start dropped). Read through the descriptor the job wrote, never by name: ``job.log``
+    swapped for a link while the job ran read any file into ``logs_tail``, which the lake
+    keeps."""
+    start = max(0, os.fstat(fd).st_size - limit)
+    data = bytearray()
+    while len(data) < limit and (chunk := os.pread(fd, limit - len(data), start + len(data))):
+        data += chunk
+    if start:  # the read may begin inside a character: skip its continuation bytes
+        data = data.lstrip(bytes(range(0x80, 0xC0)))
+    return data.decode("utf-8", errors="replace")
 
 
 class LocalLauncher:
@@ -87,20 +108,13 @@ class LocalLauncher:
 
     def launch(self, job: TrainJob, on_logs: LogSink | None = None) -> LaunchResult:
         spec = write_spec(job)
-        log_path = Path(job.output_dir) / "job.log"
         started = time.perf_counter()
-        with os.fdopen(open_log(log_path), "w") as log:
-            proc = subprocess.Popen(
-                entrypoint(spec, self.settings), stdout=log, stderr=subprocess.STDOUT
-            )
-            try:
-                code = proc.wait(timeout=self.settings.deadline_s)
-                status: Status = "succeeded" if code == 0 else "failed"
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=30)
-                status = "timed_out"
-        text = log_path.read_text(errors="replace")
+        log = open_log(Path(job.output_dir) / "job.log")
+        try:
+            status = self._run(spec, log)
+            text = read_log_tail(log)
+        finally:
+            os.close(log)
         if on_logs is not None:
             on_logs(text)
         return LaunchResult(
@@ -109,6 +123,19 @@ class LocalLauncher:
             logs_tail=_tail(text),
             wall_s=time.perf_counter() - started,
         )
+
+    def _run(self, spec: Path, log: int) -> Status:
+        """The job as a child writing to ``log``, waited for until the deadline."""
+        proc = subprocess.Popen(
+            entrypoint(spec, self.settings), stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            code = proc.wait(timeout=self.settings.deadline_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+            return "timed_out"
+        return "succeeded" if code == 0 else "failed"
 
 
 class RaySettings(LaunchSettings):

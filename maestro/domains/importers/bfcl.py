@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from maestro.domains.errors import DomainLoadError
+from maestro.domains.files import write_inside
 from maestro.domains.importers.bfcl_package import (
     BENCHMARK,
     DISTRIBUTION,
@@ -249,8 +250,12 @@ def _records(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def write_package(package: _Package, version: str, prompts: dict[str, str]) -> Path:
+    """The package's files, each written through a handle on the folder above it, never by
+    path (:func:`maestro.domains.files.write_inside`): a link planted as ``policy.md`` in
+    the milliseconds of the writing got BFCL's text written outside the package, and is now
+    refused (:class:`~maestro.domains.files.TargetError`) or replaced, never followed. The
+    package folder itself is entered the same way, from the folder of the import."""
     root = package.root
-    root.mkdir(parents=True, exist_ok=True)
     files = {
         "domain.json": _manifest(package, version).model_dump_json(indent=2, exclude_none=True),
         "models.py": models_source(package.classes),
@@ -260,7 +265,7 @@ def write_package(package: _Package, version: str, prompts: dict[str, str]) -> P
         "tasks.jsonl": "".join(t.model_dump_json(exclude_none=True) + "\n" for t in package.tasks),
     }
     for name, text in files.items():
-        (root / name).write_text(text, encoding="utf-8")
+        write_inside(root.parent, root / name, text)
     return root
 
 

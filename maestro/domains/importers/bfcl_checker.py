@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 
 from maestro.conversation import Trajectory
+from maestro.domains.errors import Problem
+from maestro.domains.files import read_text
 from maestro.domains.importers.bfcl import BfclService, bfcl_service, long_context, read_category
 from maestro.domains.importers.bfcl_package import (
     BENCHMARK,
@@ -95,7 +96,12 @@ class BfclChecker:
     def __init__(self, domain: Domain) -> None:
         if domain.path is None:
             raise BfclDataError(f"domain {domain.id} has no package folder")
-        source = (Path(domain.path) / "tools.py").read_text(encoding="utf-8")
+        # Read as the load reads it (no link, one name, capped); classes_of admits BFCL's
+        # own classes and modules only, so no other module reaches the service's grant.
+        problems: list[Problem] = []
+        source = read_text(domain.path, "tools.py", problems)
+        if source is None:
+            raise BfclDataError("; ".join(map(str, problems)) or f"{domain.path}: no tools.py")
         self.modules = [c.module for c in classes_of(source)]
         self.name = f"{DISTRIBUTION}=={bfcl_version()} multi_turn_checker"
         self._stack = contextlib.ExitStack()

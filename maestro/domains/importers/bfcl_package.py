@@ -8,7 +8,9 @@ An imported package's tools.py is generated: one ``@tool`` per BFCL function, it
 BFCL's function doc (the JSON BFCL sends a model), its body a call to ``call_api``. Its
 ``API_CLASSES`` constant names each class's module and doc file. The loader grants the child
 the vetted runtime and those modules only for a tools.py this module would write itself
-(:func:`vetted_imports`), so a package cannot grant itself anything by what it declares.
+(:func:`vetted_imports`), and only for BFCL's own classes, each with its own module and doc
+file (:func:`known_classes`, read from BFCL's class table), so a package cannot grant itself
+anything by what it declares.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from maestro.domains.errors import Problem
+from maestro.domains.files import write_inside
 
 BENCHMARK = "bfcl"
 DISTRIBUTION = "bfcl-eval"
@@ -103,6 +106,81 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
         raise BfclDataError(f"{path}: invalid JSON: {exc}") from None
 
 
+#: BFCL's class table, in its source: class -> module, and class -> function-doc file.
+_CLASS_TABLE_FILE = Path("constants") / "executable_backend_config.py"
+_MODULE_TABLE = "CLASS_FILE_PATH_MAPPING"
+_DOC_TABLE = "MULTI_TURN_FUNC_DOC_FILE_MAPPING"
+
+
+def known_classes() -> dict[str, ApiClass]:
+    """BFCL's API classes by name, as its own class table names them: the only classes, modules
+    and function-doc files a package may declare. Read as data from BFCL's source (string
+    literals, and f-strings of its string constants); nothing of BFCL's is imported."""
+    path = bfcl_home() / _CLASS_TABLE_FILE
+    try:
+        tables = _string_tables_cached(str(path), path.stat().st_mtime)
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise BfclDataError(f"BFCL's class table {path}: {exc}") from None
+    modules, docs = tables.get(_MODULE_TABLE), tables.get(_DOC_TABLE)
+    if modules is None or docs is None:
+        raise BfclDataError(f"{path} has no {_MODULE_TABLE} and {_DOC_TABLE} of strings")
+    return {
+        name: ApiClass(name, module, docs[name])
+        for name, module in modules.items()
+        if name in docs and module.startswith(API_PACKAGE)
+    }
+
+
+@cache
+def _string_tables_cached(path: str, mtime: float) -> dict[str, dict[str, str]]:
+    """Every top-level ``NAME = {"key": "text", ...}`` of a Python file whose keys and values
+    are strings, f-strings of the file's earlier string constants included."""
+    strings: dict[str, str] = {}
+    tables: dict[str, dict[str, str]] = {}
+    for node in ast.parse(Path(path).read_text(encoding="utf-8")).body:
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            continue
+        target = node.targets[0].id
+        if (text := _string(node.value, strings)) is not None:
+            strings[target] = text
+        elif isinstance(node.value, ast.Dict):
+            pairs = zip(node.value.keys, node.value.values, strict=True)
+            items = [
+                (k if k is None else _string(k, strings), _string(v, strings)) for k, v in pairs
+            ]
+            table = {k: v for k, v in items if k is not None and v is not None}
+            if len(table) == len(items):  # every key and value a string, no key twice
+                tables[target] = table
+    return tables
+
+
+def _string(node: ast.expr, strings: Mapping[str, str]) -> str | None:
+    """A string literal, or an f-string of literals and names of ``strings``; else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    parts = []
+    for part in node.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            parts.append(part.value)
+        elif (
+            isinstance(part, ast.FormattedValue)
+            and part.conversion == -1
+            and part.format_spec is None
+            and isinstance(part.value, ast.Name)
+            and part.value.id in strings
+        ):
+            parts.append(strings[part.value.id])
+        else:
+            return None
+    return "".join(parts)
+
+
 # ----- tools.py --------------------------------------------------------------------------------
 
 
@@ -161,9 +239,17 @@ def _tool(cls: ApiClass, doc: Mapping[str, Any]) -> str:
 
 
 def tools_source(classes: Sequence[ApiClass], version: str) -> str:
-    """The tools.py of a package over these classes, from BFCL's function docs."""
+    """The tools.py of a package over these classes, from BFCL's function docs.
+
+    Nothing in a class, module or version can change the file's structure: names must be
+    identifiers (dotted, for a module), the table holds them as ``repr``, and the docstring's
+    text is escaped (a class name holding ``\"\"\"`` injected a tool that vetting, which
+    regenerates this file, then accepted)."""
+    for c in classes:
+        _check_names(c)
     table = "\n".join(f"    {c.name!r}: ({c.module!r}, {c.doc_file!r})," for c in classes)
-    head = f'''"""BFCL's {", ".join(c.name for c in classes)} functions ({DISTRIBUTION} {version}), as maestro tools.
+    title = _literal(f"{', '.join(c.name for c in classes)} functions ({DISTRIBUTION} {version})")
+    head = f'''"""BFCL's {title}, as maestro tools.
 
 Generated by maestro's BFCL importer: each tool calls the class method of the same name on the
 instance the session holds, inside the sandbox. Do not edit: the loader runs this package only
@@ -189,8 +275,24 @@ API_CLASSES = {{
     return head + "\n\n" + "\n\n\n".join(tools) + "\n"
 
 
+def _check_names(cls: ApiClass) -> None:
+    """Refuse a class or module that is not a Python name (its text goes into generated code)."""
+    if not cls.name.isidentifier() or keyword.iskeyword(cls.name):
+        raise BfclDataError(f"API class {_shown(cls.name)} is not a Python identifier")
+    if not all(p.isidentifier() and not keyword.iskeyword(p) for p in cls.module.split(".")):
+        raise BfclDataError(f"module {_shown(cls.module)} of {cls.name} is not a dotted name")
+
+
+def _shown(text: str) -> str:
+    """A name from a package, quoted and cut for a one-line problem."""
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
 def classes_of(tools_py: str) -> list[ApiClass]:
-    """The ``API_CLASSES`` a generated tools.py declares (read from its syntax tree)."""
+    """The ``API_CLASSES`` a generated tools.py declares (read from its syntax tree), each one
+    of BFCL's own classes with its own module and function-doc file (:func:`known_classes`);
+    :class:`BfclDataError` for anything else."""
     tree = ast.parse(tools_py)
     for node in tree.body:
         if (
@@ -199,9 +301,52 @@ def classes_of(tools_py: str) -> list[ApiClass]:
             and isinstance(node.targets[0], ast.Name)
             and node.targets[0].id == "API_CLASSES"
         ):
-            table = ast.literal_eval(node.value)
-            return [ApiClass(name, module, doc) for name, (module, doc) in table.items()]
+            return _known(_api_classes(ast.literal_eval(node.value)))
     raise BfclDataError("tools.py declares no API_CLASSES")
+
+
+def _api_classes(table: object) -> list[ApiClass]:
+    """``API_CLASSES``'s value as classes, if it has the shape the importer writes: a dict of
+    class name -> (module, function-doc file), all strings (``[1]`` and ``{'A': 1}`` were an
+    AttributeError and a TypeError out of ``domains validate``)."""
+    if not isinstance(table, dict):
+        raise BfclDataError(
+            f"API_CLASSES is a {type(table).__name__}, not a dict of class name -> (module,"
+            " function-doc file)"
+        )
+    classes = []
+    for name, value in table.items():
+        if not (
+            isinstance(name, str)
+            and isinstance(value, tuple)
+            and len(value) == 2
+            and all(isinstance(v, str) for v in value)
+        ):
+            key = _shown(name) if isinstance(name, str) else f"a {type(name).__name__} key"
+            raise BfclDataError(
+                f"API_CLASSES: {key} is not a class name with a (module, function-doc file)"
+                " pair of strings"
+            )
+        classes.append(ApiClass(name, *value))
+    return classes
+
+
+def _known(classes: list[ApiClass]) -> list[ApiClass]:
+    """``classes``, when each is one of BFCL's, with BFCL's module and function-doc file."""
+    known = known_classes()
+    for c in classes:
+        if c.name not in known:
+            raise BfclDataError(
+                f"API_CLASSES names {_shown(c.name)}, not one of BFCL's classes"
+                f" ({', '.join(sorted(known))})"
+            )
+        if c != known[c.name]:
+            mine = known[c.name]
+            raise BfclDataError(
+                f"API_CLASSES gives {c.name} the module {_shown(c.module)} and doc file"
+                f" {_shown(c.doc_file)}; BFCL's are {mine.module!r} and {mine.doc_file!r}"
+            )
+    return classes
 
 
 def vetted_imports(
@@ -223,14 +368,13 @@ def vetted_imports(
                     f"the package was imported from {DISTRIBUTION} {version}; {installed} is installed",
                 )
             ]
-        outside = [c.module for c in classes if not c.module.startswith(API_PACKAGE)]
-        if outside:
-            raise BfclDataError(f"API_CLASSES names modules outside {API_PACKAGE}: {outside}")
         if tools_source(classes, installed) != source:
             raise BfclDataError(
                 "tools.py is not the file maestro's BFCL importer writes for its API_CLASSES"
                 " (edited?); re-import the category"
             )
+    except (RecursionError, MemoryError):  # what CPython's parser says of absurd nesting
+        return {}, [Problem("tools.py", "", "cannot be parsed: it nests too deeply")]
     except (OSError, SyntaxError, ValueError, BfclDataError) as exc:
         return {}, [Problem("tools.py", "", f"imported from {BENCHMARK}: {exc}")]
     # The API modules first: the runtime looks at the classes loaded when it loads.
@@ -335,8 +479,8 @@ def check(
 
 def write_service_package(root: Path, version: str) -> None:
     """A package whose tools are BFCL's code on request (the importer's and the checker's);
-    it has no state of its own, but the store wants one table."""
-    root.mkdir(parents=True, exist_ok=True)
+    it has no state of its own, but the store wants one table. Its files are written as every
+    package's are (:func:`maestro.domains.files.write_inside`: never through a link)."""
     manifest = {
         "id": "bfcl_service",
         "name": "BFCL service",
@@ -353,7 +497,7 @@ def write_service_package(root: Path, version: str) -> None:
         "tasks.jsonl": "",
     }
     for name, text in files.items():
-        (root / name).write_text(text, encoding="utf-8")
+        write_inside(root, root / name, text)
 
 
 def service_vetted(modules: Sequence[str]) -> dict[str, tuple[str, ...]]:
