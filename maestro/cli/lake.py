@@ -58,12 +58,20 @@ def query(
         max=1024 * 1024,
         help="MiB of memory the query may use (default: MAESTRO_LAKE_QUERY_MEMORY_MB, 1024).",
     ),
+    result_mb: int | None = typer.Option(
+        None,
+        min=1,
+        max=64 * 1024,
+        help="MiB of result the query may return (default: MAESTRO_LAKE_QUERY_RESULT_MB, 64).",
+    ),
 ) -> None:
     """Run one SQL query over the lake's tables (and nothing else), bounded in time and memory."""
     lake = lake_or_exit()
     try:
         limits = QueryLimits(
-            timeout_s or lake.settings.query_timeout_s, memory_mb or lake.settings.query_memory_mb
+            timeout_s or lake.settings.query_timeout_s,
+            memory_mb or lake.settings.query_memory_mb,
+            result_mb or lake.settings.query_result_mb,
         )
         df = lake.query(sql, limits)
     except QueryRefused as exc:

@@ -28,6 +28,10 @@ ERROR_EXIT = 3
 MAX_THREADS = 8
 
 
+class ResultTooLarge(Exception):
+    """The query's result is larger than the parent may be sent."""
+
+
 def main() -> int:
     request = json.loads(sys.stdin.buffer.read(MAX_REQUEST_BYTES))
     _die_with(int(request["parent"]))
@@ -41,10 +45,24 @@ def main() -> int:
     os.dup2(2, 1)  # whatever a library prints goes to stderr, never into the result
     try:
         frame = _run(request)
+        # The result is sized before a byte of it is sent: the parent holds what it is sent
+        # (twice while decoding it), so a result of a gigabyte would be a gigabyte there.
+        buffer = io.BytesIO()
+        frame.write_ipc_stream(buffer)
+        cap = int(request["result_mb"]) * 1024 * 1024
+        if buffer.tell() > cap:
+            raise ResultTooLarge(
+                f"its result is {buffer.tell() / 2**20:,.1f} MiB ({frame.height:,} rows), over "
+                f"the {request['result_mb']} MiB a query may return (add a LIMIT, select fewer "
+                "columns, or more: --result-mb, or MAESTRO_LAKE_QUERY_RESULT_MB)"
+            )
         with os.fdopen(result, "wb") as out:
-            frame.write_ipc_stream(out)
+            out.write(buffer.getbuffer())
     except BaseException as exc:  # a Rust panic (PanicException) is a BaseException
-        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, ResultTooLarge):
+            message = str(exc)
+        else:
+            message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         sys.stderr.write("\n" + json.dumps({"error": message[:4000]}) + "\n")
         sys.stderr.flush()
         return ERROR_EXIT

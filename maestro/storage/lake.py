@@ -58,6 +58,8 @@ class LakeSettings(BaseSettings):
     #: What one ``query`` may cost: wall seconds, and MiB of data memory of its process.
     query_timeout_s: float = Field(default=20.0, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     query_memory_mb: int = Field(default=1024, ge=64, le=1024 * 1024)
+    #: MiB of result one ``query`` may send back (its Arrow IPC stream): what this process holds.
+    query_result_mb: int = Field(default=64, ge=1, le=64 * 1024)
 
 
 @dataclass(frozen=True)
@@ -470,14 +472,19 @@ class Lake:
 
     def query(self, sql: str, limits: QueryLimits | None = None) -> pl.DataFrame:
         """Run one SQL query over the lake's tables (polars SQL) in a child process bounded by
-        ``limits`` (default: the settings' ``query_timeout_s`` and ``query_memory_mb``).
+        ``limits`` (default: the settings' ``query_timeout_s``, ``query_memory_mb`` and
+        ``query_result_mb``).
 
         :class:`QueryRefused` when it reaches for anything else (a file, a URL, a table function:
         see ``storage/sql.py``); :class:`StorageError` when it fails, runs past its deadline or
         its memory (``storage/query_process.py``)."""
         checked = checked_query(sql, TABLES)
         sources = {name: self._query_source(name) for name in sorted(checked.tables)}
-        limits = limits or QueryLimits(self.settings.query_timeout_s, self.settings.query_memory_mb)
+        limits = limits or QueryLimits(
+            self.settings.query_timeout_s,
+            self.settings.query_memory_mb,
+            self.settings.query_result_mb,
+        )
         try:
             return run_query(checked.text, sources, self.storage_options, limits)
         except QueryFailed as exc:

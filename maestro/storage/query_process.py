@@ -38,10 +38,12 @@ class QueryFailed(Exception):
 
 @dataclass(frozen=True)
 class QueryLimits:
-    """What one query may cost: wall seconds from its start, and MiB of data memory."""
+    """What one query may cost: wall seconds from its start, MiB of data memory, and MiB of
+    result (Arrow IPC) it may send back."""
 
     timeout_s: float = 20.0
     memory_mb: int = 1024
+    result_mb: int = 64
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ def run_query(
         {
             "parent": os.getpid(),
             "memory_mb": limits.memory_mb,
+            "result_mb": limits.result_mb,
             "sql": sql,
             "tables": {name: source.to_json() for name, source in tables.items()},
             # The object store's credentials travel on the pipe, never in argv or the env.
@@ -92,8 +95,8 @@ def run_query(
     except OSError as exc:
         raise QueryFailed(f"the query process did not start: {exc}") from None
     try:
-        # Both outputs are bounded by the child's memory limit: it can write no result larger
-        # than the frame it holds, and its errors are one line.
+        # Both outputs are bounded: the child sends no result over ``result_mb`` (it sizes it
+        # first), and its errors are one line.
         out, err = proc.communicate(request, timeout=limits.timeout_s)
     except subprocess.TimeoutExpired:
         raise QueryFailed(

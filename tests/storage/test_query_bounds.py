@@ -102,6 +102,34 @@ def test_a_query_past_its_memory_is_stopped_and_the_caller_grows_nothing(lake: L
     assert grown_kb < 64 * 1024
 
 
+def test_a_result_over_its_cap_is_refused_with_its_size_and_the_caller_grows_nothing(
+    lake: Lake,
+) -> None:
+    """The fourth red team's case 01: 150 MB of rows passed the memory limit of the query's
+    process and the CLI peaked at 751 MB holding, decoding and printing them."""
+    wide = "select rpad(blueprint_id, 1000000, 'y') as s from blueprints"  # 20 rows of 1 MB
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(StorageError, match=r"its result is 19\.\d MiB \(20 rows\), over the 4 MiB"):
+        lake.query(wide, QueryLimits(timeout_s=60, result_mb=4))
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) < 16 * 1024
+    assert lake.query(wide, QueryLimits(timeout_s=60, result_mb=32)).height == 20
+
+
+def test_the_result_cap_is_a_setting_and_a_cli_option(tmp_path: Path) -> None:
+    lake = Lake(LakeSettings(root=str(tmp_path / "lake"), query_result_mb=1))
+    lake.write("blueprints", [{"blueprint_id": "b", "brief": "x"}], "run")
+    sql = "select rpad(brief, 2000000, 'y') as s from blueprints"
+    with pytest.raises(StorageError, match="over the 1 MiB a query may return"):
+        lake.query(sql)
+    env = {**os.environ, "MAESTRO_LAKE_ROOT": str(tmp_path / "lake")}
+    cli = [sys.executable, "-m", "maestro.cli.app", "query", sql, "--result-mb", "1"]
+    done = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "over the 1 MiB a query may return" in done.stderr
+    done = subprocess.run([*cli[:-1], "3"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_query_process_dies_with_its_caller(lake: Lake, tmp_path: Path) -> None:
     """The caller killed (SIGKILL, no cleanup of its own) takes its query process with it."""
     script = (
