@@ -276,6 +276,31 @@ def _data_model(domain: Domain, models_src: str, prefix: str) -> str:
     )
 
 
+#: What tau2's ``ToolKitBase`` (and its metaclass) define: a tool method of that name would
+#: replace tau2's own (``get_db_hash`` and ``update_db`` are how tau2 checks the database).
+TAU2_TOOLKIT_NAMES = frozenset(
+    {
+        "db",
+        "tools",
+        "use_tool",
+        "get_tools",
+        "has_tool",
+        "is_discoverable",
+        "get_discoverable_tools",
+        "has_discoverable_tool",
+        "tool_type",
+        "tool_mutates_state",
+        "get_statistics",
+        "update_db",
+        "get_db_hash",
+        "set_conversation_context",
+        "get_conversation_context",
+        "set_skip_write_critic",
+        "get_skip_write_critic",
+    }
+)
+
+
 def _toolkit(domain: Domain, tools_src: str, pkg: str, prefix: str, clock: str | None) -> str:
     tree = ast.parse(tools_src)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -285,6 +310,11 @@ def _toolkit(domain: Domain, tools_src: str, pkg: str, prefix: str, clock: str |
         node = defs.get(spec.name)
         if node is None:
             raise Tau2ExportError(f"tools.py: tool {spec.name} is not a top-level function")
+        if spec.name in TAU2_TOOLKIT_NAMES or spec.name.startswith("_"):
+            raise Tau2ExportError(
+                f"tools.py: tool {spec.name} would replace tau2's own ToolKitBase.{spec.name}, "
+                "which tau2 calls itself (rename the tool to export the domain)"
+            )
         method, used = _method(node, spec.kind)
         methods.append(method)
         names |= used

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,25 @@ def test_a_domain_without_a_folder_cannot_be_exported(hotel: Domain, tmp_path: P
     )
     with pytest.raises(Tau2ExportError, match="no package folder"):
         export_tau2(detached, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["get_db_hash", "update_db", "use_tool"])
+def test_a_tool_named_like_tau2s_own_toolkit_methods_is_not_exported(
+    tmp_path: Path, name: str
+) -> None:
+    """The fourth red team's case 12: a tool named ``get_db_hash`` became a method of the
+    exported toolkit class replacing tau2's own, the one tau2's database check calls."""
+    package = tmp_path / "hotel"
+    shutil.copytree(library_path("hotel"), package)
+    tools = package / "tools.py"
+    tools.write_text(
+        tools.read_text(encoding="utf-8")
+        + f'\n\n@tool("read")\ndef {name}(db: Database) -> str:\n    """Say hello."""\n'
+        + '    return "hello"\n',
+        encoding="utf-8",
+    )
+    domain = load_domain(package, check_gold=False)
+    assert name in domain.toolkit.specs
+    with pytest.raises(Tau2ExportError, match=rf"tool {name} would replace tau2's own"):
+        export_tau2(domain, tmp_path / "out")
+    assert not (tmp_path / "out" / "tools.py").exists()
