@@ -404,12 +404,22 @@ def test_a_call_past_its_cpu_limit_is_stopped(tmp_path: Path) -> None:
         ("def f(s):\n    return s.format(1)", ".format() is allowed only on a string literal"),
         ("x = (", "syntax error"),
         ("x = 1\n" * 100_000, "the limit is"),
+        # A module an allowed one imports is not allowed through it (fourth red team, case 06).
+        ("import typing\nm = typing.sys.modules", "typing.sys is the module sys"),
+        ("from typing import sys", "typing.sys is the module sys"),
+        ("import re as r\nm = r.enum.sys", "enum.sys is the module sys"),
+        ("import json\nc = json.codecs", "json.codecs is the module codecs"),
     ],
 )
 def test_static_check_rules(source: str, rule: str) -> None:
     problems = check_tools_source(source, filename="gen/tools.py")
     assert any(rule in p.message for p in problems), [str(p) for p in problems]
     assert all(p.file == "gen/tools.py" for p in problems)
+
+
+def test_submodules_of_allowed_modules_stay_allowed() -> None:
+    source = "import json\nfrom collections import abc\nE = json.decoder.JSONDecodeError\nM = abc.Mapping"
+    assert check_tools_source(source) == []
 
 
 def test_library_and_fixture_sources_pass_the_static_check() -> None:

@@ -12,7 +12,10 @@ it cannot see.
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
 import re
+import types
 from collections.abc import Iterator, Mapping, Sequence
 
 from maestro.domains.errors import Problem
@@ -169,6 +172,22 @@ def _in_order(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=position)
 
 
+@functools.cache
+def _module_attribute(module: str, name: str) -> str | None:
+    """The name of the module that ``module.name`` is, if it is one (``typing.sys`` is
+    ``sys``); ``module`` is an allowed standard-library module, imported here to look."""
+    try:
+        value = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return value.__name__ if isinstance(value, types.ModuleType) else None
+
+
+def _allowed_module(name: str) -> bool:
+    """An allowed module, or a submodule of one (``json.decoder``), reached as an attribute."""
+    return name in STDLIB_ALLOWED or name.partition(".")[0] in STDLIB_ALLOWED
+
+
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
@@ -190,6 +209,8 @@ class _Checker(ast.NodeVisitor):
         self.models_file = models_file
         self.vetted = vetted or {}
         self.problems: list[Problem] = []
+        #: Names bound to an allowed standard-library module, by the module they are.
+        self.modules: dict[str, str] = {}
 
     def problem(self, node: ast.AST, rule: str, message: str) -> None:
         self.problems.append(Problem(self.filename, where(node), f"[{rule}] {message}"))
@@ -200,6 +221,11 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             if alias.name not in STDLIB_ALLOWED:
                 self.problem(node, "import", f"import of {alias.name!r} is not allowed")
+            elif alias.asname:
+                self.modules[alias.asname] = alias.name
+            else:
+                top = alias.name.partition(".")[0]
+                self.modules[top] = top
             self._bound_name(node, alias.asname)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -239,6 +265,11 @@ class _Checker(ast.NodeVisitor):
         if module in STDLIB_ALLOWED or f"{module}.{name}" in STDLIB_ALLOWED:
             if name in FORBIDDEN_ATTRIBUTES or name.startswith("_"):
                 return f"{module}.{name} is not allowed"
+            inner = _module_attribute(module, name) if module in STDLIB_ALLOWED else None
+            if inner is not None and not _allowed_module(inner):
+                return f"{module}.{name} is the module {inner}, which is not allowed"
+            if inner is not None:
+                self.modules[self._local(node, name)] = inner
             return None
         return f"import from {module!r} is not allowed (allowed: the SDK, .models, {', '.join(sorted(STDLIB_ALLOWED))})"
 
@@ -260,7 +291,30 @@ class _Checker(ast.NodeVisitor):
             self.problem(node, kind, f"attribute {node.attr!r} is not allowed")
         elif node.attr in FORBIDDEN_ATTRIBUTES:
             self.problem(node, "introspection", f"attribute {node.attr!r} is not allowed")
+        else:
+            module = self._module_of(node.value)
+            inner = _module_attribute(module, node.attr) if module else None
+            if inner is not None and not _allowed_module(inner):
+                self.problem(
+                    node, "import", f"{module}.{node.attr} is the module {inner}, not allowed"
+                )
         self.generic_visit(node)
+
+    def _module_of(self, node: ast.expr) -> str | None:
+        """The allowed module an expression names (``typing``, ``collections.abc``), if any."""
+        if isinstance(node, ast.Name):
+            return self.modules.get(node.id)
+        if isinstance(node, ast.Attribute):
+            outer = self._module_of(node.value)
+            inner = _module_attribute(outer, node.attr) if outer else None
+            return inner if inner is not None and _allowed_module(inner) else None
+        return None
+
+    def _local(self, node: ast.ImportFrom, name: str) -> str:
+        for alias in node.names:
+            if alias.name == name:
+                return alias.asname or name
+        return name
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
