@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from maestro.cli.inputs import seconds
 from maestro.cli.output import console, echo, styled
 from maestro.domains import (
     Domain,
@@ -24,6 +25,7 @@ from maestro.domains import (
     load_domain,
 )
 from maestro.scoring import DomainCheck, check_domain
+from maestro.scoring.conformance import DOMAIN_CHECK_S, TASK_CHECK_S
 
 app = typer.Typer(help="List, show and validate domain packages.", no_args_is_help=True)
 
@@ -147,8 +149,15 @@ def show(
     con.print(tools)
 
 
-def validate_targets(targets: list[Path]) -> tuple[list[DomainCheck], dict[str, Any]]:
-    """Load and check each package; the totals as ``maestro domains validate --json`` prints them."""
+def validate_targets(
+    targets: list[Path],
+    *,
+    deadline_s: float = DOMAIN_CHECK_S,
+    task_deadline_s: float = TASK_CHECK_S,
+) -> tuple[list[DomainCheck], dict[str, Any]]:
+    """Load and check each package; the totals as ``maestro domains validate --json`` prints them.
+    Each domain's tool calls end within ``deadline_s`` in all, each task's within
+    ``task_deadline_s``."""
     checks = []
     for path in targets:
         domain, problems = inspect_package(path)
@@ -157,7 +166,9 @@ def validate_targets(targets: list[Path]) -> tuple[list[DomainCheck], dict[str, 
                 path.name, problems=problems or [Problem(str(path), "", "cannot be loaded")]
             )
         else:
-            check = check_domain(domain, problems)
+            check = check_domain(
+                domain, problems, deadline_s=deadline_s, task_deadline_s=task_deadline_s
+            )
         checks.append(check)
     summaries = [c.summary() for c in checks]
     totals: dict[str, Any] = {
@@ -191,6 +202,16 @@ def validate(
     as_json: bool = typer.Option(
         False, "--json", help="Print the result as one JSON object, last."
     ),
+    deadline_s: float = typer.Option(
+        DOMAIN_CHECK_S,
+        parser=seconds,
+        help="Seconds all tool calls of one domain's checks may take; tasks not reached fail.",
+    ),
+    task_deadline_s: float = typer.Option(
+        TASK_CHECK_S,
+        parser=seconds,
+        help="Seconds all tool calls of one task's checks may take.",
+    ),
 ) -> None:
     """Validate packages: every file, every task, and the gold / paraphrased / do-nothing /
     perturbed checks.
@@ -204,7 +225,9 @@ def validate(
     )
     if not targets:
         raise typer.BadParameter("the library has no domains", param_hint="--all")
-    checks, totals = validate_targets(targets)
+    checks, totals = validate_targets(
+        targets, deadline_s=deadline_s, task_deadline_s=task_deadline_s
+    )
     con = _console()
     for check, (name, s) in zip(checks, totals["per_domain"].items(), strict=True):
         n = s["tasks"]

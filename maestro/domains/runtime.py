@@ -8,12 +8,14 @@ are rolled back.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import time
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -188,6 +190,33 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(" ".join(summary).split()), args
 
 
+#: When the calls of the current check must end (``time.perf_counter``), and that check's
+#: whole budget in seconds, for the message; None outside :func:`calls_end_within`.
+_CALLS_END: ContextVar[tuple[float, float] | None] = ContextVar("maestro_calls_end", default=None)
+
+
+@contextlib.contextmanager
+def calls_end_within(budget_s: float) -> Iterator[None]:
+    """Every tool call made inside ends within ``budget_s`` seconds of now, on any toolkit:
+    a call's own deadline is cut to what is left, and a call once it has passed is not run
+    (status ``timeout``). Nested budgets keep the earlier end. Checks that replay package code
+    (``domains validate``, the nightly's gates) hold one: a package whose tools each take
+    just under their deadline stalled a validate for hours (27 s an action, 1,000 actions)."""
+    end = time.perf_counter() + budget_s
+    outer = _CALLS_END.get()
+    token = _CALLS_END.set(outer if outer is not None and outer[0] <= end else (end, budget_s))
+    try:
+        yield
+    finally:
+        _CALLS_END.reset(token)
+
+
+def calls_ended() -> bool:
+    """Whether the current :func:`calls_end_within` budget has run out."""
+    end = _CALLS_END.get()
+    return end is not None and time.perf_counter() >= end[0]
+
+
 class Toolkit:
     """A domain's tools, callable by name on a session with validation and a deadline."""
 
@@ -280,8 +309,24 @@ class Toolkit:
                 spec.kind,
                 started,
             )
+        if (end := _CALLS_END.get()) is not None and started >= end[0]:
+            return _outcome(
+                name,
+                parsed,
+                f"Error: {name}: not run: the check's {end[1]:g} s for all its tool calls ran out.",
+                "timeout",
+                spec.kind,
+                started,
+            )
         kwargs = {p: getattr(validated, p) for p in spec.param_names}
         return PreparedCall(spec, parsed, kwargs)
+
+    def call_limit(self, deadline_s: float | None, started: float) -> float:
+        """Seconds a call started at ``started`` may run: its deadline (the toolkit's unless
+        given), cut to what is left of a :func:`calls_end_within` budget."""
+        limit = self.deadline_s if deadline_s is None else deadline_s
+        end = _CALLS_END.get()
+        return limit if end is None else max(0.0, min(limit, end[0] - started))
 
     def call(
         self,
@@ -302,7 +347,7 @@ class Toolkit:
             return _outcome(name, parsed, content, status, spec.kind, started)
 
         watchdog = self._watchdog or default_watchdog()
-        limit = self.deadline_s if deadline_s is None else deadline_s
+        limit = self.call_limit(deadline_s, started)
         fired = False
         try:
             with session.transaction():

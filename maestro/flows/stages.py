@@ -28,9 +28,11 @@ from maestro.domains import (
     library_ids,
     replay_gold,
 )
+from maestro.domains.runtime import calls_end_within
 from maestro.flows.endpoints import model_name
 from maestro.flows.simulate import score_episodes
 from maestro.scoring import check_task, gates
+from maestro.scoring.conformance import TASK_CHECK_S
 from maestro.settings import RunSettings
 from maestro.simulation.episode import EpisodeLimits, EpisodeResult
 from maestro.simulation.ray_support import RaySettings, ensure_ray, ray_cpus
@@ -324,13 +326,15 @@ def _unsolved(g: gates.GateInputs) -> bool:
 
 def _gate_inputs(domain: Domain, task_id: str, scored: dict[str, Any]) -> gates.GateInputs:
     task = domain.task(task_id)
-    check = check_task(domain, task)
-    try:
-        deterministic = gates.replay_deterministic(
-            replay_gold(domain, task), replay_gold(domain, task)
-        )
-    except TaskStateError:
-        deterministic = False
+    # One budget for all of the task's replays, the two below included (check_task's own).
+    with calls_end_within(TASK_CHECK_S):
+        check = check_task(domain, task)
+        try:
+            deterministic = gates.replay_deterministic(
+                replay_gold(domain, task), replay_gold(domain, task)
+            )
+        except TaskStateError:
+            deterministic = False
     return gates.GateInputs(
         task_id=task_id,
         gold_replay_ok=check.gold_replay_ok,

@@ -16,6 +16,7 @@ from typing import Any
 from maestro.domains.errors import Problem
 from maestro.domains.models import RewardType, Task
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
+from maestro.domains.runtime import calls_end_within, calls_ended
 from maestro.scoring.card import ScoreCard
 from maestro.scoring.scenario import volunteered_known_facts
 from maestro.scoring.scorer import Scorer
@@ -107,10 +108,34 @@ def _why(card: ScoreCard) -> str:
     )
 
 
-def check_task(domain: Domain, task: Task, scorer: Scorer | None = None) -> TaskCheck:
+#: Seconds every tool call of one task's checks may take together (six replays of its gold
+#: or less), and of one domain's: replays of package code are bounded as a whole, not only per
+#: call (``domains validate --deadline-s``, ``--task-deadline-s``).
+TASK_CHECK_S = 300.0
+DOMAIN_CHECK_S = 1800.0
+
+
+def check_task(
+    domain: Domain,
+    task: Task,
+    scorer: Scorer | None = None,
+    *,
+    deadline_s: float = TASK_CHECK_S,
+) -> TaskCheck:
     """Score the gold, paraphrased, do-nothing and perturbed conversations of one task, and
-    check its scenario against the user simulator's rules."""
-    scorer = scorer or Scorer(domain)
+    check its scenario against the user simulator's rules; its tool calls together end within
+    ``deadline_s`` (a call past it is not run, and the task's checks fail saying so)."""
+    with calls_end_within(deadline_s):
+        result = _check_task(domain, task, scorer or Scorer(domain))
+        if calls_ended():
+            result.problems.append(
+                f"its checks ran out of time: their tool calls may take {deadline_s:g} s in all"
+                " (a tool that runs until its deadline on every call?)"
+            )
+    return result
+
+
+def _check_task(domain: Domain, task: Task, scorer: Scorer) -> TaskCheck:
     result = TaskCheck(task.id, task.category)
     result.problems += [f"user scenario: {p}" for p in volunteered_known_facts(task)]
     try:
@@ -163,11 +188,33 @@ def check_task(domain: Domain, task: Task, scorer: Scorer | None = None) -> Task
     return result
 
 
-def check_domain(domain: Domain, load_problems: list[Problem] | None = None) -> DomainCheck:
-    """The four checks for every task of a loaded domain."""
+def check_domain(
+    domain: Domain,
+    load_problems: list[Problem] | None = None,
+    *,
+    deadline_s: float = DOMAIN_CHECK_S,
+    task_deadline_s: float = TASK_CHECK_S,
+) -> DomainCheck:
+    """The four checks for every task of a loaded domain, their tool calls ending within
+    ``deadline_s`` in all (each task's within ``task_deadline_s``); a task not reached in
+    time is reported unchecked."""
     scorer = Scorer(domain)
     out = DomainCheck(domain.id, problems=list(load_problems or []))
-    out.tasks = [check_task(domain, t, scorer) for t in domain.tasks]
+    with calls_end_within(deadline_s):
+        for i, task in enumerate(domain.tasks):
+            if calls_ended():
+                left = len(domain.tasks) - i
+                out.problems.append(
+                    Problem(
+                        domain.id,
+                        "",
+                        f"its checks ran out of time ({deadline_s:g} s for all tool calls): "
+                        f"{left} of {len(domain.tasks)} task(s) not checked, from {task.id} on",
+                    )
+                )
+                out.tasks += [TaskCheck(t.id, t.category) for t in domain.tasks[i:]]
+                break
+            out.tasks.append(check_task(domain, task, scorer, deadline_s=task_deadline_s))
     out.laws = domain.check_laws().report()
     out.coverage = coverage(domain)
     return out

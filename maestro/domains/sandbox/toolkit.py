@@ -256,7 +256,7 @@ class SandboxToolkit(Toolkit):
             prepared = self.prepare(name, arguments, started)
             if isinstance(prepared, ToolOutcome):
                 return prepared
-            limit = self.deadline_s if deadline_s is None else deadline_s
+            limit = self.call_limit(deadline_s, started)
             # Waiting for another call (or a restart) counts against this call's deadline.
             if not self._lock.acquire(timeout=max(limit, 0.0)):
                 content = f"Error: {name}: the sandbox was busy past the call's deadline ({limit:g} s); nothing was changed."
