@@ -33,6 +33,10 @@ OutcomeStatus = Literal[
 ]
 
 DEFAULT_DEADLINE_S = 5.0
+#: Tool names maestro keeps for itself: ``serve-mcp`` lists its session tools
+#: (``maestro_open_session``...) beside the domain's, and a package's tool of the same name
+#: was listed twice and never reached.
+RESERVED_TOOL_PREFIX = "maestro_"
 
 
 class Deadlines(Protocol):
@@ -105,6 +109,11 @@ def spec_from_function(fn: Callable[..., Any], kind: ToolKind | None = None) -> 
     name = fn.__name__
     if kind is None:
         raise ToolDefinitionError(f"{name}: not registered with @tool('read'|'write')")
+    if name.startswith(RESERVED_TOOL_PREFIX):
+        raise ToolDefinitionError(
+            f"{name}: tool names starting with {RESERVED_TOOL_PREFIX!r} are maestro's own "
+            "(serve-mcp's session tools); rename the tool"
+        )
     doc = inspect.getdoc(fn)
     if not doc:
         raise ToolDefinitionError(f"{name}: a tool needs a docstring (the assistant reads it)")
