@@ -29,7 +29,7 @@ from maestro.domains.models import DomainManifest, Task, task_size_problems
 from maestro.domains.package import Domain, TaskStateError, describe_failures, replay_gold
 from maestro.domains.runtime import ToolDefinitionError, Toolkit, spec_from_function, tool_functions
 from maestro.domains.sdk import Record, Ref
-from maestro.domains.store import MAX_RECORD_DEPTH, State, TableSpec, deeper_than
+from maestro.domains.store import MAX_RECORD_DEPTH, State, TableSpec, deeper_than, held_bytes
 
 PACKAGE_FILES = ("domain.json", "models.py", "db.json", "tools.py", "policy.md", "tasks.jsonl")
 
@@ -382,27 +382,68 @@ def _walk(ann: Any, value: Any, where: str, table: str | None) -> list[tuple[str
     return []
 
 
-def load_db(raw: Any, tables: dict[str, TableSpec], problems: list[Problem]) -> State | None:
+#: The most a database may hold in the host once its records are built, their defaults filled
+#: in, counted as Python holds them (``store.held_bytes``, which errs high; the library's largest
+#: database counts 2.7 MB). db.json's caps count what the file holds, not what the defaults fill in:
+#: 32-byte records filling seven empty containers each made a 13.6 MB db.json cost 1,061 MB.
+MAX_DATABASE_HELD_BYTES = 256 * 1024 * 1024
+
+
+def load_db(
+    raw: Any,
+    tables: dict[str, TableSpec],
+    problems: list[Problem],
+    *,
+    max_held_bytes: int = MAX_DATABASE_HELD_BYTES,
+) -> State | None:
     """db.json (parsed) as the initial state: records validated, keys and references checked
-    (the sandbox's host runs it on what its child sent, with the host's own record models)."""
+    (the sandbox's host runs it on what its child sent, with the host's own record models).
+    ``raw`` is taken, as :func:`validated_records` says; None when the records built would hold
+    over ``max_held_bytes``."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         problems.append(Problem("db.json", "", "must be an object of tables"))
         return None
-    clean = validated_records(raw, tables, problems)
+    clean, over = _validated(raw, tables, problems, max_held_bytes)
+    if over is not None:
+        if over not in problems:  # a sandbox's child, which built the same records, said so
+            problems.append(over)
+        return None
     problems.extend(reference_problems(tables, clean))
     return State(clean, tables)
 
 
 def validated_records(
-    raw: dict[str, Any], tables: dict[str, TableSpec], problems: list[Problem]
+    raw: dict[str, Any],
+    tables: dict[str, TableSpec],
+    problems: list[Problem],
+    *,
+    max_held_bytes: int = MAX_DATABASE_HELD_BYTES,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """db.json's records validated and dumped by their tables' record types; an unknown table,
     a table that is not an object, an invalid record or one whose key field is not its key is a
     problem, and left out. (The sandbox runs this with the real record types in its child, and
-    again with the host's own.)"""
+    again with the host's own.)
+
+    ``raw`` is taken: each record leaves it once built, so db.json as parsed and the records
+    built are never both held whole. Once the records built hold over ``max_held_bytes``, the
+    building stops with a problem at the record that crossed it; what was built, that record
+    included, is returned: a sandbox's child sends it, and its host, counting the same records,
+    refuses them too, without the rest ever being built on either side."""
+    clean, over = _validated(raw, tables, problems, max_held_bytes)
+    if over is not None:
+        problems.append(over)
+    return clean
+
+
+def _validated(
+    raw: dict[str, Any], tables: dict[str, TableSpec], problems: list[Problem], max_held: int
+) -> tuple[dict[str, dict[str, dict[str, Any]]], Problem | None]:
+    """The records built, and the problem of the budget when they crossed it (then the rest
+    of ``raw`` is left as it was)."""
     clean: dict[str, dict[str, dict[str, Any]]] = {}
+    held = built = 0
     for table, rows in raw.items():
         spec = tables.get(table)
         if spec is None:
@@ -414,36 +455,50 @@ def validated_records(
             problems.append(Problem("db.json", table, "must be an object of key -> record"))
             continue
         clean[table] = {}
-        for key, rec in rows.items():
-            where = f"{table}/{key}"
-            if deeper_than(rec, MAX_RECORD_DEPTH):
-                problems.append(
-                    Problem("db.json", where, f"nested deeper than {MAX_RECORD_DEPTH} levels")
-                )
-                continue
-            try:
-                assert spec.model is not None
-                data = spec.model.model_validate(rec).model_dump(mode="json")
-            except ValidationError as exc:
-                problems.extend(validation_problems("db.json", where, exc))
-                continue
-            except (ValueError, TypeError) as exc:
-                # A constraint that does not fit its field's type ("Unable to apply constraint
-                # 'min_length'"), or what a record type's own code raised.
-                message = f"{type(exc).__name__}: {exc}"
-                problems.append(Problem("db.json", where, f"cannot be validated: {message[:500]}"))
-                continue
-            if data.get(spec.key_field) != key:
-                problems.append(
-                    Problem(
-                        "db.json",
-                        where,
-                        f"{spec.key_field} is {data.get(spec.key_field)!r}, not the key",
-                    )
-                )
+        for key in list(rows):
+            data = _built_record(spec, f"{table}/{key}", key, rows.pop(key), problems)
+            if data is None:
                 continue
             clean[table][key] = data
-    return clean
+            held, built = held + held_bytes(key) + held_bytes(data), built + 1
+            if held > max_held:
+                return clean, Problem(
+                    "db.json",
+                    f"{table}/{key}",
+                    f"{built:,} records hold {held:,} bytes in the host once their defaults are "
+                    f"filled in; a database may hold at most {max_held:,}",
+                )
+    return clean, None
+
+
+def _built_record(
+    spec: TableSpec, where: str, key: str, rec: Any, problems: list[Problem]
+) -> dict[str, Any] | None:
+    """One record validated and dumped by its table's record type; None (and its problems)
+    when it is refused."""
+    if deeper_than(rec, MAX_RECORD_DEPTH):
+        problems.append(Problem("db.json", where, f"nested deeper than {MAX_RECORD_DEPTH} levels"))
+        return None
+    try:
+        assert spec.model is not None
+        data: dict[str, Any] = spec.model.model_validate(rec).model_dump(mode="json")
+    except ValidationError as exc:
+        problems.extend(validation_problems("db.json", where, exc))
+        return None
+    except (ValueError, TypeError) as exc:
+        # A constraint that does not fit its field's type ("Unable to apply constraint
+        # 'min_length'"), or what a record type's own code raised.
+        message = f"{type(exc).__name__}: {exc}"
+        problems.append(Problem("db.json", where, f"cannot be validated: {message[:500]}"))
+        return None
+    if data.get(spec.key_field) != key:
+        problems.append(
+            Problem(
+                "db.json", where, f"{spec.key_field} is {data.get(spec.key_field)!r}, not the key"
+            )
+        )
+        return None
+    return data
 
 
 def reference_problems(

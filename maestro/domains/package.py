@@ -25,6 +25,13 @@ from maestro.domains.store import Session, State, TableSpec
 #: A law that reads the clock in a domain without one reads this instant.
 _NO_CLOCK = datetime(2000, 1, 1)
 
+#: The most characters of a tool's failure a report keeps. A call's answer may hold 16 MB (the
+#: sandbox's cap on one call), and a report is read, not replayed: 36 failures kept whole, and
+#: copied into each summary, took ``domains validate`` to 1,997 MB.
+MAX_FAILURE_CHARS = 2_000
+#: The failures of one replay a report names; the rest are counted.
+MAX_FAILURES_NAMED = 5
+
 
 class TaskStateError(Exception):
     """A task's initial state cannot be built (bad patch, failing initialization action)."""
@@ -98,12 +105,15 @@ class Domain:
                         rec = {**(session.get(table, key) or {}), **rec, spec.key_field: key}
                         session.put(table, rec)
         except Exception as exc:
-            raise TaskStateError(f"task {task.id}: initialization_data: {exc}") from None
+            raise TaskStateError(
+                f"task {task.id}: initialization_data: {failure_text(str(exc))}"
+            ) from None
         for action in task.initial_state.initialization_actions:
             out = self.toolkit.call(session, action.name, action.arguments)
             if not out.ok:
                 raise TaskStateError(
-                    f"task {task.id}: initialization action {action.action_id} ({action.name}): {out.content}"
+                    f"task {task.id}: initialization action {action.action_id} ({action.name}): "
+                    f"{failure_text(out.content)}"
                 )
         return session
 
@@ -138,9 +148,23 @@ def replay_gold(domain: Domain, task: Task) -> ReplayResult:
     return replay_calls(domain, task, ((a.name, a.arguments) for a in task.gold_actions))
 
 
+def failure_text(content: str) -> str:
+    """A tool's failure as a report keeps it: whole when short, else its first
+    :data:`MAX_FAILURE_CHARS` characters and how long it was."""
+    if len(content) <= MAX_FAILURE_CHARS:
+        return content
+    return f"{content[:MAX_FAILURE_CHARS]}... (cut; {len(content):,} characters in all)"
+
+
 def describe_failures(actions: Sequence[Action], result: ReplayResult) -> list[str]:
-    """One line per gold action that did not succeed."""
-    return [
-        f"gold action {actions[i].action_id} ({out.name}) failed: {out.content}"
-        for i, out in result.failures
+    """One line per gold action that did not succeed, for the first :data:`MAX_FAILURES_NAMED`
+    of them, each with its text cut by :func:`failure_text`; then how many more failed. A
+    report holds a few KB a replay, whatever the tools answered."""
+    failures = result.failures
+    lines = [
+        f"gold action {actions[i].action_id} ({out.name}) failed: {failure_text(out.content)}"
+        for i, out in failures[:MAX_FAILURES_NAMED]
     ]
+    if len(failures) > MAX_FAILURES_NAMED:
+        lines.append(f"and {len(failures) - MAX_FAILURES_NAMED} more gold action(s) failed")
+    return lines

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,6 +61,22 @@ def deeper_than(value: Any, depth: int) -> bool:
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
     return False
+
+
+def held_bytes(value: Any) -> int:
+    """What a decoded JSON value holds in this process, in bytes (``sys.getsizeof`` over every
+    container, key and value it holds; shared small ints and interned strings counted anyway,
+    so it errs high). No recursion."""
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        total += sys.getsizeof(item)
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return total
 
 
 def copy_json(value: Any) -> Any:

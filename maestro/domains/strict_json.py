@@ -79,11 +79,19 @@ BYTES_PER_NODE = 16
 def json_nodes(data: bytes | str) -> int:
     """An upper bound on the JSON values in ``data``, counted without parsing it: every value
     is a container's first or follows a comma (strings, and what they hold, are skipped)."""
+    # Counted over the whole text, less what each string holds: ``sub`` built a list of every
+    # piece between strings, about 25x the data (900 MB for a 36 MB database).
     if isinstance(data, str):
-        bare = _STRINGS_TEXT.sub("", data)
-        return 1 + bare.count("[") + bare.count("{") + bare.count(",")
-    raw = _STRINGS.sub(b"", data)
-    return 1 + raw.count(b"[") + raw.count(b"{") + raw.count(b",")
+        n = 1 + data.count("[") + data.count("{") + data.count(",")
+        for m in _STRINGS_TEXT.finditer(data):
+            text = m.group()
+            n -= len(text) - len(text.translate(_COUNTED_TEXT))
+        return n
+    n = 1 + data.count(b"[") + data.count(b"{") + data.count(b",")
+    for m in _STRINGS.finditer(data):
+        raw = m.group()
+        n -= len(raw) - len(raw.translate(None, b"[{,"))
+    return n
 
 
 def _deeper_than(text: str, depth: int) -> bool:
@@ -101,6 +109,7 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 # Possessive: linear on any input, a string that never ends included.
 _STRINGS = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
 _STRINGS_TEXT = re.compile(r'"(?:[^"\\]++|\\.)*+"')
+_COUNTED_TEXT = str.maketrans("", "", "[{,")
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
