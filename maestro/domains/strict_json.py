@@ -83,13 +83,13 @@ def json_nodes(data: bytes | str) -> int:
     # piece between strings, about 25x the data (900 MB for a 36 MB database).
     if isinstance(data, str):
         n = 1 + data.count("[") + data.count("{") + data.count(",")
-        for m in _STRINGS_TEXT.finditer(data):
-            text = m.group()
+        for found in _STRINGS_TEXT.finditer(data):
+            text = found.group()
             n -= len(text) - len(text.translate(_COUNTED_TEXT))
         return n
     n = 1 + data.count(b"[") + data.count(b"{") + data.count(b",")
-    for m in _STRINGS.finditer(data):
-        raw = m.group()
+    for match in _STRINGS.finditer(data):
+        raw = match.group()
         n -= len(raw) - len(raw.translate(None, b"[{,"))
     return n
 

@@ -11,7 +11,6 @@ keys, records valid against the host's record models, and at most ``max_writes``
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
 import weakref
@@ -33,24 +32,16 @@ from maestro.domains.sandbox.process import (
     SandboxStartError,
 )
 from maestro.domains.sandbox.protocol import Caps, ChannelError
-from maestro.domains.store import JSONRecord, Session, State, TableSpec, canonical_json
+from maestro.domains.store import (
+    JSONRecord,
+    Session,
+    State,
+    TableSpec,
+    canonical_json,
+    held_bytes,
+)
 
 _MISSING = object()
-
-
-def held_bytes(value: Any) -> int:
-    """What a decoded JSON value holds in this process, in bytes (``sys.getsizeof`` over every
-    container, key and value it holds; shared small ints and interned strings counted anyway)."""
-    total, pending = 0, [value]
-    while pending:
-        item = pending.pop()
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
-    return total
 
 
 def describe_caps(limits: SandboxLimits) -> Caps:
