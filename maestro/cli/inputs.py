@@ -100,6 +100,22 @@ def writable_file(path: Path, option: str) -> Path:
     return path
 
 
+def writable_folder(path: Path, option: str) -> Path:
+    """``path`` as a folder this command can write into later: an existing writable folder, or
+    a name the file system takes whose nearest existing folder above is writable; or exit 2
+    naming ``option`` now (a name over 255 bytes failed only when the flow wrote the sheet)."""
+    try:
+        above = next(p for p in (path, *path.parents) if p.exists())
+        is_dir = above.is_dir()
+    except OSError as exc:  # ENAMETOOLONG: no such folder can ever be made
+        raise typer.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
+    if not is_dir:
+        raise typer.BadParameter(f"{path} is inside {above}, a file", param_hint=option)
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"{above} is not writable", param_hint=option)
+    return path
+
+
 def lake_or_exit(root: str | None = None) -> Lake:
     """The lake at ``root`` (``--lake-root``), else ``MAESTRO_LAKE_ROOT``; a root that is not a
     folder, or lake settings that do not parse, end the command (exit 2) with the reason."""

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from maestro.cli.domains import load_or_exit
-from maestro.cli.inputs import lake_or_exit, seconds
-from maestro.cli.output import echo
+from maestro.cli.inputs import lake_or_exit, seconds, writable_folder
+from maestro.cli.output import echo, log_handler
 
 export_app = typer.Typer(help="Write a domain in another harness's format.", no_args_is_help=True)
 annotate_app = typer.Typer(
@@ -81,12 +81,13 @@ def serve_mcp(
         idle_timeout_s=idle_timeout_s,
         token=token,
     )
+    logs = log_handler()  # the SDK and uvicorn log clients' text (a Host header): escaped
     try:
         if transport == "stdio":
-            anyio.run(serve_stdio, domain, options)
+            anyio.run(serve_stdio, domain, options, logs)
         else:
             echo(f"serving {domain.id} at http://{host}:{port}/mcp", err=True)
-            serve_http(domain, options, host=host, port=port)
+            serve_http(domain, options, host=host, port=port, log_handler=logs)
     except MCPServerError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -133,18 +134,24 @@ def annotate_export(
 ) -> None:
     """Sample judged NL assertions into a CSV and an offline HTML page (verdicts hidden)."""
     from maestro.cli.prefect_api import flows_api
+    from maestro.flows.annotate import AnnotationError, export_items
     from maestro.settings import RunSettings
 
-    lake_or_exit()  # a lake root that is a file: said before the Prefect server starts
-    target = out or RunSettings().annotation
+    target = writable_folder(out or RunSettings().annotation, "--out")
+    # Nothing to sample (an empty lake, a run that scored nothing): said before the Prefect
+    # server starts, in one line; raised in the flow, Prefect logs its traceback first.
+    try:
+        export_items(lake_or_exit(), n=n, seed=seed, run_id=run_id)
+    except AnnotationError as exc:
+        echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     with flows_api() as prefect_ready:
-        from maestro.flows.annotate import AnnotationError
         from maestro.flows.commands import annotate_export_flow
 
         prefect_ready()
         try:
             sheet = annotate_export_flow(str(target), n, seed, run_id)
-        except AnnotationError as exc:
+        except AnnotationError as exc:  # the lake changed since the check above
             echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
     echo(f"{sheet.items} assertions in batch {sheet.batch_id}")
@@ -161,24 +168,23 @@ def annotate_import(
     """Read an annotator's labels into the annotations table (re-importing updates them)."""
     from maestro.cli.prefect_api import flows_api
     from maestro.flows.annotate import AnnotationError
-    from maestro.flows.annotations import read_labels
+    from maestro.flows.annotations import annotation_rows
 
-    # The sheet is read once before any server starts: a bad sheet is an input error, at once.
+    # The sheet is read, and matched against the lake, before any server starts: a bad sheet,
+    # or items the lake does not hold, are input errors said at once, in one line (raised in
+    # the flow, Prefect logs its traceback first).
     try:
-        if not annotator.strip():
-            raise AnnotationError("the annotator needs a name")
-        read_labels(file, annotator)
+        annotation_rows(lake_or_exit(), file, annotator)
     except AnnotationError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    lake_or_exit()  # a lake root that is a file: said before the Prefect server starts
     with flows_api() as prefect_ready:
         from maestro.flows.commands import annotate_import_flow
 
         prefect_ready()
         try:
             result = annotate_import_flow(str(file), annotator, run_id)
-        except AnnotationError as exc:  # items the lake does not hold: input errors too
+        except AnnotationError as exc:  # the lake changed since the check above
             echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
     echo(

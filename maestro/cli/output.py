@@ -10,12 +10,16 @@ The text printed is often untrusted (a problem message a sandboxed package wrote
 answer): control characters in it would drive the operator's terminal (an OSC 52 clipboard
 write, a window title, erased lines and a fake "ok"). Every string printed through these
 consoles and :func:`styled` has its control characters shown as escapes instead
-(:func:`printable`); newlines and tabs stay.
+(:func:`printable`); newlines and tabs stay. So has every log line :func:`log_handler`
+prints: a library's log can quote a client's text (the MCP SDK logs a refused ``Host`` header
+as it came).
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
 from typing import Any
 
 import typer
@@ -62,3 +66,19 @@ def echo(text: str, *, err: bool = False) -> None:
     """``typer.echo`` for text that may carry untrusted parts (an error naming a package's
     problem): control characters escaped."""
     typer.echo(printable(text), err=err)
+
+
+class _EscapingFormatter(logging.Formatter):
+    """Log records formatted as usual, then the whole line (a traceback too) escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
+def log_handler(level: int = logging.WARNING) -> logging.Handler:
+    """A handler printing log records of ``level`` and above to stderr, control characters
+    escaped: for a server whose libraries log what clients send."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(_EscapingFormatter("%(levelname)s: %(message)s"))
+    return handler

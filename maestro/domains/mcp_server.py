@@ -29,12 +29,25 @@ Bounded: at most ``max_sessions`` environment sessions and ``max_transport_sessi
 sessions, each ending after ``idle_timeout_s`` without a request; request bodies up to 1 MiB.
 Over HTTP, ``token`` requires ``Authorization: Bearer <token>`` on every request, and serving on
 an address other than loopback without one is refused.
+
+An answer is held until its client reads it, and a client may never read: uvicorn writes a
+whole body into the socket's buffer at once and never times a write out, so 16 clients that
+called a 4 M-emoji tool and read nothing held 772 MB. So every answer counts against
+``max_unread_bytes`` until its response is written (``mcp_sessions.reply_bytes``), a
+body is written in 64 KiB chunks, each waiting for the one before to leave the socket's buffer
+(what the server holds of an answer is then its own objects, counted, not a copy in the
+buffer), and a client that reads none of a chunk for ``write_stall_s`` loses its connection.
+
+Log lines can carry a client's text (the SDK logs a refused ``Host`` or ``Origin`` header as it
+came, a C1 CSI included): :func:`serve_http` and :func:`serve_stdio` send every log record of
+the process to the handler they are given (the CLI's, which escapes control characters).
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import logging
 import socket
 import threading
 import time
@@ -60,6 +73,7 @@ from maestro.domains.mcp_sessions import (
     SessionError,
     SessionRegistry,
     is_token,
+    reply_bytes,
     stdio_owner,
     token_owner,
     transport_owner,
@@ -75,6 +89,12 @@ CLOSE_TOOL = "maestro_close_session"
 CONTROL_TOOLS = (OPEN_TOOL, RESET_TOOL, CLOSE_TOOL)
 MAX_REQUEST_BYTES = 1024 * 1024
 _MAX_NAME_CHARS = 200
+#: A response body is written in chunks of this size (see the module docstring).
+_CHUNK_BYTES = 64 * 1024
+#: Where the _Guard puts a request's unread answers in the ASGI scope, for the tool handler.
+_ANSWERS_KEY = "maestro.answers"
+
+logger = logging.getLogger(__name__)
 
 
 class MCPServerError(Exception):
@@ -105,6 +125,13 @@ class MCPOptions(BaseModel):
     #: has its writes undone and fails.
     max_session_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=1 << 40)
     max_held_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=1 << 40)
+    #: HTTP: what the answers not yet read by their clients may hold in all, counted as the
+    #: server holds them (``mcp_sessions.reply_bytes``); a call past it has its writes undone
+    #: and fails.
+    max_unread_bytes: int = Field(default=256 * 1024 * 1024, ge=64 * 1024, le=1 << 40)
+    #: HTTP: a client that reads none of a 64 KiB chunk of a response for this long loses its
+    #: connection (what the server held of the answer is freed).
+    write_stall_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
 
 
 def transport_security(host: str) -> TransportSecuritySettings:
@@ -242,18 +269,54 @@ def _run_call(
     name: str,
     args: dict[str, Any],
     deadline: float,
-) -> ToolOutcome:
+    count_reply: bool,
+) -> tuple[ToolOutcome, int]:
+    """The call's outcome, and the bytes its answer was charged until read (``count_reply``:
+    over HTTP, where a _Guard releases them; 0 otherwise)."""
     with env.lock:
         env.calls += 1
         session = env.session
         before = {(t, k): record for t, k, record in session.overlay_entries()}
         out = domain.toolkit.call(session, name, args, deadline_s=deadline)
         writes = registry.measure(env, before)
-        refused = registry.charge(env, writes) if writes.changed else None
+        reply = reply_bytes(out.content) if count_reply else 0
+        refused = registry.charge(env, writes, reply) if writes.changed or reply else None
         if refused is None:
-            return out
+            return out, reply
         writes.undo(session)
-        return replace(out, content=f"Error: {refused}", status="tool_error")
+        return replace(out, content=f"Error: {refused}", status="tool_error"), 0
+
+
+class _Answers:
+    """The answers of one HTTP request that its client has not read, each charged to its
+    session (``SessionRegistry.charge``): released when the response has been written, or the
+    request ended without it."""
+
+    def __init__(self, registry: SessionRegistry) -> None:
+        self.registry = registry
+        self.held: list[tuple[EnvSession, int]] = []
+        self.done = False
+
+    def add(self, env: EnvSession, reply: int) -> None:
+        if self.done:  # the request ended before its answer came: nothing will write it
+            self.registry.reply_read(env, reply)
+        else:
+            self.held.append((env, reply))
+
+    def release(self) -> None:
+        self.done = True
+        for env, reply in self.held:
+            self.registry.reply_read(env, reply)
+        self.held.clear()
+
+
+def _answers(ctx: ServerRequestContext[Any, Any]) -> _Answers | None:
+    """The unread answers of the HTTP request a call came in (None over stdio, whose one client
+    is the process that started this one)."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    found = scope.get(_ANSWERS_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, _Answers) else None
 
 
 def build_server(domain: Domain, options: MCPOptions | None = None) -> Server[Any]:
@@ -270,6 +333,7 @@ def _build(domain: Domain, options: MCPOptions) -> tuple[Server[Any], SessionReg
             idle_timeout_s=options.idle_timeout_s,
             max_session_bytes=options.max_session_bytes,
             max_held_bytes=options.max_held_bytes,
+            max_unread_bytes=options.max_unread_bytes,
         )
     except KeyError as exc:
         raise MCPServerError(str(exc.args[0])) from None
@@ -295,9 +359,13 @@ def _build(domain: Domain, options: MCPOptions) -> tuple[Server[Any], SessionReg
             env = registry.get(owner)
         except SessionError as exc:
             return _result(f"Error: {exc}", error=True, meta={"maestro/status": "session_error"})
-        out = await anyio.to_thread.run_sync(
-            _run_call, registry, env, domain, params.name, args, options.deadline_s
+        answers = _answers(ctx)
+        counted = answers is not None
+        out, reply = await anyio.to_thread.run_sync(
+            _run_call, registry, env, domain, params.name, args, options.deadline_s, counted
         )
+        if answers is not None and reply:
+            answers.add(env, reply)  # no await since the charge: it cannot be lost
         return _result(
             out.content,
             error=not out.ok,
@@ -355,14 +423,57 @@ def _control(
     return _result(json.dumps(body), error=False)
 
 
-class _Guard:
-    """ASGI middleware in front of the SDK's app: the bearer token, and a deleted transport
-    session's environment sessions ended with it (not left to idle out)."""
+class _Writer:
+    """A response's ``send``: a body in chunks of 64 KiB, each written when the one before has
+    left the socket's buffer (uvicorn's send waits while the buffer is full), and a client that
+    takes none of a chunk for ``stall_s`` is written nothing more (uvicorn then closes the
+    connection, the response being incomplete)."""
 
-    def __init__(self, app: ASGIApp, token: SecretStr | None, registry: SessionRegistry) -> None:
+    def __init__(self, send: Send, stall_s: float) -> None:
+        self._send = send
+        self.stall_s = stall_s
+        self.stalled = False
+
+    async def __call__(self, message: Message) -> None:
+        body = message.get("body", b"") if message["type"] == "http.response.body" else b""
+        if len(body) <= _CHUNK_BYTES:
+            await self._within(message)
+            return
+        more = bool(message.get("more_body", False))
+        for start in range(0, len(body), _CHUNK_BYTES):
+            end = start + _CHUNK_BYTES
+            chunk = {"type": "http.response.body", "body": body[start:end]}
+            await self._within({**chunk, "more_body": more or end < len(body)})
+
+    async def _within(self, message: Message) -> None:
+        if self.stalled:
+            return
+        with anyio.move_on_after(self.stall_s) as waited:
+            await self._send(message)
+        if waited.cancelled_caught:
+            self.stalled = True
+            logger.warning(
+                "a client read none of its response for %g s: its connection is closed",
+                self.stall_s,
+            )
+
+
+class _Guard:
+    """ASGI middleware in front of the SDK's app: the bearer token, responses written as the
+    client reads them (:class:`_Writer`) with their answers counted until then, and a deleted
+    transport session's environment sessions ended with it (not left to idle out)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: SecretStr | None,
+        registry: SessionRegistry,
+        write_stall_s: float,
+    ) -> None:
         self.app = app
         self.expected = f"Bearer {token.get_secret_value()}".encode() if token else None
         self.registry = registry
+        self.write_stall_s = write_stall_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -374,6 +485,15 @@ class _Guard:
         ):
             await _unauthorized(send)
             return
+        answers = scope[_ANSWERS_KEY] = _Answers(self.registry)
+        try:
+            await self._route(scope, receive, _Writer(send, self.write_stall_s), headers)
+        finally:
+            answers.release()
+
+    async def _route(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
+    ) -> None:
         sid = headers.get(b"mcp-session-id")
         if not sid:
             await self.app(scope, receive, send)
@@ -443,17 +563,38 @@ def http_app(
         session_idle_timeout=options.idle_timeout_s,
         max_request_body_size=MAX_REQUEST_BYTES,
     )
-    app.add_middleware(_Guard, token=options.token, registry=registry)
+    app.add_middleware(
+        _Guard, token=options.token, registry=registry, write_stall_s=options.write_stall_s
+    )
     return app
 
 
-async def serve_stdio(domain: Domain, options: MCPOptions | None = None) -> None:
-    """Serve one client over this process's stdin and stdout until it disconnects."""
+async def serve_stdio(
+    domain: Domain, options: MCPOptions | None = None, log_handler: logging.Handler | None = None
+) -> None:
+    """Serve one client over this process's stdin and stdout until it disconnects; every log
+    record to ``log_handler`` meanwhile, when given."""
     from mcp.server.stdio import stdio_server
 
     server = build_server(domain, options)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with _logging_to(log_handler):
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+@contextmanager
+def _logging_to(handler: logging.Handler | None) -> Iterator[None]:
+    """Every log record of the process (the SDK's, uvicorn's, anyone's) to ``handler`` for the
+    block: installed on the root logger, which they all reach."""
+    if handler is None:
+        yield
+        return
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 def check_listen(host: str, port: int) -> None:
@@ -467,12 +608,21 @@ def check_listen(host: str, port: int) -> None:
 
 
 def serve_http(
-    domain: Domain, options: MCPOptions | None = None, *, host: str = "127.0.0.1", port: int = 8765
+    domain: Domain,
+    options: MCPOptions | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    log_handler: logging.Handler | None = None,
 ) -> None:
-    """Serve over streamable HTTP until interrupted (``http://HOST:PORT/mcp``)."""
+    """Serve over streamable HTTP until interrupted (``http://HOST:PORT/mcp``). With a
+    ``log_handler``, every log record goes to it, uvicorn's too (its own logging config,
+    which would print them as they came, is not installed)."""
     app = http_app(domain, options, host=host)
     check_listen(host, port)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    logs: Any = None if log_handler is not None else uvicorn.config.LOGGING_CONFIG
+    with _logging_to(log_handler):
+        uvicorn.run(app, host=host, port=port, log_level="warning", http="h11", log_config=logs)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -494,7 +644,7 @@ def running_http_server(
     """Serve in a background thread for the duration of the block; yields the endpoint URL."""
     port = port or free_port(host)
     config = uvicorn.Config(
-        http_app(domain, options, host=host), host=host, port=port, log_level="warning"
+        http_app(domain, options, host=host), host=host, port=port, log_level="warning", http="h11"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"mcp-{domain.id}", daemon=True)

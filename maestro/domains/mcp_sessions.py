@@ -25,16 +25,26 @@ ended is remembered among the last ``tombstones`` endings; one forgotten is stil
 Bounded in bytes too: a session may hold at most ``max_session_bytes`` of changes (as JSON) and
 all sessions together ``max_held_bytes``; a call that would pass either has its writes undone
 and fails (60 writes of 0.9 MB once grew the server by 61 MB, with 256 sessions allowed).
+
+And the answers not yet read by their clients hold at most ``max_unread_bytes`` in all,
+counted from the call until the client has read the answer (:func:`reply_bytes`: the text and
+its JSON as the SDK encodes it): 16 clients calling a tool that answers 4 M emoji and never
+reading grew the server by 772 MB. A call whose answer does not fit has its writes undone and
+fails. A session that ends (closed, idle, its connection deleted) keeps its changes counted, and
+its state, until its last answer is read: ending it no longer frees room while its answers
+still sit in the server.
 """
 
 from __future__ import annotations
 
 import secrets
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from maestro.domains.package import Domain
@@ -87,6 +97,8 @@ class EnvSession:
     #: Bytes of the session's changes (their JSON), and each changed address's record and size.
     held_bytes: int = 0
     sizes: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict)
+    #: Bytes of its answers that their clients have not read yet (:func:`reply_bytes`).
+    replies: int = 0
 
 
 @dataclass
@@ -121,6 +133,28 @@ def is_token(name: str) -> bool:
     return name.startswith(TOKEN_PREFIX)
 
 
+#: What an answer's envelope (JSON-RPC, content list, meta) and its objects add, at most.
+_REPLY_ENVELOPE = 4096
+
+
+def reply_bytes(text: str) -> int:
+    """What the server holds for an answer until its client has read it: the text as CPython
+    holds it (4 bytes a character once one is an emoji), and its JSON twice, as the SDK builds
+    the body (a str, then its bytes). The JSON is counted as the 2026 revision writes it,
+    ASCII-escaped (12 bytes an emoji), never less than the handshake revision's UTF-8."""
+    return sys.getsizeof(text) + 2 * _json_chars(text) + _REPLY_ENVELOPE
+
+
+def _json_chars(text: str) -> int:
+    if len(text) <= 4096:  # the bound: no character takes more than 12 escaped
+        return 12 * len(text) + 2
+    # Exact, a slice at a time: escaped whole, 4 M emoji would cost 48 MB more to count.
+    step = 64 * 1024
+    return 2 + sum(
+        len(encode_basestring_ascii(text[i : i + step])) - 2 for i in range(0, len(text), step)
+    )
+
+
 class SessionRegistry:
     """The environment sessions of one server."""
 
@@ -135,6 +169,7 @@ class SessionRegistry:
         max_names: int = 1024,
         max_session_bytes: int = 4 * 1024 * 1024,
         max_held_bytes: int = 256 * 1024 * 1024,
+        max_unread_bytes: int = 256 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if task_id is not None:
@@ -151,7 +186,12 @@ class SessionRegistry:
         self._max_names = max_names
         self.max_session_bytes = max_session_bytes
         self.max_held_bytes = max_held_bytes
-        self._held = 0
+        self.max_unread_bytes = max_unread_bytes
+        self._held = 0  # changes of the live sessions, and of the ended ones still draining
+        self._unread = 0  # answers charged and not yet read
+        # Sessions that ended with answers still unread, by id: counted (and their state kept)
+        # until the last is read.
+        self._draining: dict[int, EnvSession] = {}
         self._pruned_at = 0.0
         self._lock = threading.Lock()
 
@@ -247,9 +287,10 @@ class SessionRegistry:
             changed.append((table, key, before.get(address, _ABSENT), record))
         return Writes(changed, delta, sizes)
 
-    def charge(self, env: EnvSession, writes: Writes) -> str | None:
-        """Account the call's writes to ``env``; or, past a cap, why not (the caller undoes
-        them). Call with ``env.lock`` held."""
+    def charge(self, env: EnvSession, writes: Writes, reply: int = 0) -> str | None:
+        """Account the call's writes, and its answer of ``reply`` bytes (:func:`reply_bytes`)
+        until :meth:`reply_read`, to ``env``; or, past a cap, why not (the caller undoes the
+        writes). Call with ``env.lock`` held."""
         with self._lock:
             if env.held_bytes + writes.delta > self.max_session_bytes:
                 return (
@@ -261,12 +302,40 @@ class SessionRegistry:
                     f"the server's sessions would hold more than {_size(self.max_held_bytes)} of "
                     "changes; the call's writes were undone (try again later)"
                 )
+            if reply and self._unread + reply > self.max_unread_bytes:
+                return (
+                    f"the answer would hold {reply:,} bytes in the server until its client reads "
+                    f"it, and the answers not yet read would hold more than "
+                    f"{_size(self.max_unread_bytes)}; the call's writes were undone (try again "
+                    "later, or ask for less)"
+                )
+            counted = self._counted(env)
             env.held_bytes += writes.delta
-            if env.owner.key in self._live and self._live[env.owner.key] is env:
+            env.replies += reply
+            self._unread += reply
+            if counted:
                 self._held += writes.delta
+            elif reply:  # it ended during the call: it lives on until its answer is read
+                self._held += env.held_bytes
+                self._draining[id(env)] = env
             for table, key, _, record in writes.changed:
                 env.sizes[(table, key)] = (record, writes.sizes[(table, key)])
         return None
+
+    def reply_read(self, env: EnvSession, reply: int) -> None:
+        """An answer charged to ``env`` has been read by its client (or will never be): its
+        bytes leave the budget, and so does an ended session with no answer left."""
+        with self._lock:
+            env.replies -= reply
+            self._unread -= reply
+            if env.replies <= 0 and self._draining.pop(id(env), None) is not None:
+                self._held -= env.held_bytes
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """Bytes the sessions' changes hold now (the ended ones' still draining included), and
+        the answers not yet read."""
+        return self._held, self._unread
 
     # ----- inside the lock ----------------------------------------------------------------------
 
@@ -288,7 +357,7 @@ class SessionRegistry:
         task = self.domain.task(task_id) if task_id is not None else None
         env = EnvSession(self.domain.start_session(task), task_id, self._clock(), owner)
         if old is not None:
-            self._held -= old.held_bytes
+            self._retire(old)
         self._live[owner.key] = env
         self._live.move_to_end(owner.key)
         return env
@@ -327,11 +396,22 @@ class SessionRegistry:
             if now - scope.last_seen > 2 * self.idle_timeout_s:
                 del self._scopes[key]
 
+    def _counted(self, env: EnvSession) -> bool:
+        return self._live.get(env.owner.key) is env or id(env) in self._draining
+
+    def _retire(self, env: EnvSession) -> None:
+        """``env`` is no longer its owner's session: its bytes leave the budget, or, with
+        answers still unread, once the last is read."""
+        if env.replies > 0:
+            self._draining[id(env)] = env
+        else:
+            self._held -= env.held_bytes
+
     def _end(self, env: EnvSession, why: str) -> None:
         owner = env.owner
         if self._live.get(owner.key) is env:
             del self._live[owner.key]
-            self._held -= env.held_bytes
+            self._retire(env)
         scope = self._scopes.get(owner.scope) if owner.scope else None
         if scope is not None:
             scope.ended[hash(owner.name)] = why

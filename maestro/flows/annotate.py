@@ -50,7 +50,23 @@ SHEET_COLUMNS = (
 
 
 class AnnotationError(Exception):
-    """A labels file or lake content cannot be used; the message names the file and line."""
+    """A labels file or lake content cannot be used; the message names the file and line.
+
+    The message quotes text from the sheet and the lake (an item id, a label, a path), and a
+    flow's exception reaches Prefect's log, which prints it raw on the operator's terminal: its
+    control characters are written as escapes (``\\x1b``) here, whoever prints it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_escaped(message))
+
+
+def _escaped(text: str) -> str:
+    """``text`` with each character that is not printable (ESC, CSI, a newline, a
+    bidirectional override) written as its Python escape; idempotent."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)
@@ -207,12 +223,16 @@ def transcripts(lake: Lake, episode_ids: set[str]) -> dict[str, str]:
 def with_transcripts(lake: Lake, items: list[AssertionItem]) -> list[AssertionItem]:
     """The items with their episodes' transcripts filled in."""
     texts = transcripts(lake, {it.episode_id for it in items})
-    missing = sorted({it.episode_id for it in items} - set(texts))
+    _check_stored({it.episode_id for it in items}, set(texts))
+    return [AssertionItem(**{**asdict(it), "transcript": texts[it.episode_id]}) for it in items]
+
+
+def _check_stored(wanted: set[str], stored: set[str]) -> None:
+    missing = sorted(wanted - stored)
     if missing:
         raise AnnotationError(
             f"episodes table has no episode {missing[0]!r} (scored but not stored)"
         )
-    return [AssertionItem(**{**asdict(it), "transcript": texts[it.episode_id]}) for it in items]
 
 
 # ----- the annotation sheet ---------------------------------------------------------------------
@@ -237,7 +257,7 @@ def write_sheet(
 ) -> AnnotationSheet:
     """Write ``<batch>.csv`` and ``<batch>.html`` (labels blank, judge's verdicts left out)."""
     if not items:
-        raise AnnotationError("no judged NL assertions to annotate (nothing sampled)")
+        raise AnnotationError(NOTHING_SAMPLED)
     batch = batch_id or batch_id_of(items)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [
@@ -272,11 +292,29 @@ def write_sheet(
     return AnnotationSheet(batch, csv_path, html_path, len(items))
 
 
+NOTHING_SAMPLED = "no judged NL assertions to annotate (nothing sampled)"
+
+
+def export_items(
+    lake: Lake, *, n: int = 30, seed: int = 0, run_id: str | None = None
+) -> list[AssertionItem]:
+    """The sample an export writes (transcripts left empty), or AnnotationError when there is
+    nothing to write: ``maestro annotate export`` asks before it starts a flow, so an empty lake
+    is one line, not Prefect's traceback of the flow's failure and then the line."""
+    items = sample_items(judged_items(lake, run_id=run_id), n, seed)
+    if not items:
+        raise AnnotationError(NOTHING_SAMPLED + (f" for run {run_id!r}" if run_id else ""))
+    wanted = {it.episode_id for it in items}
+    stored = lake.rows(EpisodeRow, episode_id=OneOf(sorted(wanted)), fields=["episode_id"])
+    _check_stored(wanted, {r.episode_id for r in stored})
+    return items
+
+
 def export_sample(
     lake: Lake, out_dir: Path, *, n: int = 30, seed: int = 0, run_id: str | None = None
 ) -> AnnotationSheet:
     """Sample judged assertions from the lake and write the annotation sheet."""
-    items = sample_items(judged_items(lake, run_id=run_id), n, seed)
+    items = export_items(lake, n=n, seed=seed, run_id=run_id)
     return write_sheet(with_transcripts(lake, items), out_dir)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import stat
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from maestro.flows.annotate import AnnotationError, judged_items
 from maestro.scoring.agreement import cohen_estimate, fleiss_estimate, percent_estimate
 from maestro.storage.lake import Lake
 
+#: An item id as :func:`maestro.flows.annotate.item_id` makes them.
+_ITEM_ID = re.compile(r"[0-9a-f]{16}")
 REQUIRED_COLUMNS = ("item_id", "episode_id", "assertion_index", "label")
 TRUE_LABELS = {"met", "yes", "true", "1", "pass", "y"}
 FALSE_LABELS = {"not_met", "not met", "no", "false", "0", "fail", "n"}
@@ -127,7 +130,7 @@ def read_labels(path: Path, annotator: str) -> tuple[list[LabelRow], int]:
                 skipped += 1
                 continue
             if row["item_id"] in seen:
-                raise AnnotationError(f"{where}: item {row['item_id']} is labelled twice")
+                raise AnnotationError(f"{where}: item {_quoted(row['item_id'])} is labelled twice")
             seen.add(row["item_id"])
             try:
                 index = int(row["assertion_index"])
@@ -216,6 +219,18 @@ class ImportResult:
 
 def import_labels(lake: Lake, path: Path, annotator: str, run_id: str) -> ImportResult:
     """Write an annotator's labels into ``annotations``; re-importing updates, never duplicates."""
+    out, skipped = annotation_rows(lake, path, annotator)
+    written = lake.write("annotations", out, run_id=run_id, mode="merge")
+    return ImportResult(annotator, len(out), skipped, written.inserted, written.updated)
+
+
+def annotation_rows(lake: Lake, path: Path, annotator: str) -> tuple[list[dict[str, Any]], int]:
+    """The ``annotations`` rows a labelled sheet becomes, and how many it left blank.
+
+    AnnotationError names the row of an item the lake does not hold. ``maestro annotate
+    import`` asks this before it starts a flow, so a sheet that does not match the lake is an
+    input error said in one line, before any server starts.
+    """
     if not annotator.strip():
         raise AnnotationError("the annotator needs a name")
     rows, skipped = read_labels(path, annotator)
@@ -228,7 +243,7 @@ def import_labels(lake: Lake, path: Path, annotator: str, run_id: str) -> Import
             r.assertion_index,
         ):
             raise AnnotationError(
-                f"{r.where}: item {r.item_id} (episode {r.episode_id!r}, assertion "
+                f"{r.where}: item {_quoted(r.item_id)} (episode {r.episode_id!r}, assertion "
                 f"{r.assertion_index}) is not a judged assertion in the lake"
             )
         out.append(
@@ -247,8 +262,13 @@ def import_labels(lake: Lake, path: Path, annotator: str, run_id: str) -> Import
                 "note": r.note,
             }
         )
-    written = lake.write("annotations", out, run_id=run_id, mode="merge")
-    return ImportResult(annotator, len(out), skipped, written.inserted, written.updated)
+    return out, skipped
+
+
+def _quoted(item_id: str) -> str:
+    """An item id as an error shows it: as it is when it looks like one (16 hex digits, as the
+    export writes them), quoted otherwise, so a forged id cannot pass for the message's text."""
+    return item_id if _ITEM_ID.fullmatch(item_id) else repr(item_id)
 
 
 # ----- agreement --------------------------------------------------------------------------------

@@ -1,10 +1,17 @@
-"""Hand-built reference domains, shipped with maestro as package folders."""
+"""Hand-built reference domains, shipped with maestro as package folders.
+
+A reference comes from the command line, so the file system may refuse it as a name (a
+component over 255 bytes, a path over 4,096, a ``~user`` with no home): each lookup turns that
+into the same ``KeyError`` an unknown reference gets, saying why, never an ``OSError``.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 LIBRARY_ROOT = Path(__file__).resolve().parent
+#: How much of a reference an error quotes: a refused one may be thousands of bytes long.
+_SHOWN_CHARS = 80
 
 
 def library_ids() -> list[str]:
@@ -15,9 +22,15 @@ def library_ids() -> list[str]:
 def library_path(domain_id: str) -> Path:
     """The package folder of a library domain; KeyError naming the known ids when absent."""
     path = LIBRARY_ROOT / domain_id
-    if not (path / "domain.json").is_file():
+    try:
+        found = (path / "domain.json").is_file()
+        why = ""
+    except OSError as exc:  # ENAMETOOLONG: no folder of the library can have this name
+        found, why = False, f": {exc.strerror}"
+    if not found:
         raise KeyError(
-            f"no library domain {domain_id!r}; known: {', '.join(library_ids()) or 'none'}"
+            f"no library domain {_shown(domain_id)}{why}; "
+            f"known: {', '.join(library_ids()) or 'none'}"
         )
     return path
 
@@ -33,13 +46,41 @@ def domain_path(ref: str) -> Path:
     path names a folder, so ``hotel`` means the library's hotel whichever folder the command
     runs from (a ``./hotel`` there is ``./hotel``). KeyError saying what is wrong otherwise."""
     if is_path_form(ref):
-        path = Path(ref).expanduser()
-        if not path.is_dir():
-            raise KeyError(f"{ref!r} is not a folder")
+        path = _folder(ref)
+        if path is None:
+            raise KeyError(f"{_shown(ref)} is not a folder")
         return path.resolve()
     try:
         return library_path(ref)
     except KeyError as exc:
-        if Path(ref).is_dir():
+        if _names_folder(ref):
             raise KeyError(f"{exc.args[0]}. A folder is named by its path: ./{ref}") from None
         raise
+
+
+def _names_folder(ref: str) -> bool:
+    """Whether a bare name is also a folder here (for the hint); False where it cannot be."""
+    try:
+        return _folder(ref) is not None
+    except KeyError:
+        return False
+
+
+def _folder(ref: str) -> Path | None:
+    """``ref`` (``~`` expanded) when it names a folder; None when it does not; KeyError when
+    the file system cannot take it as a name."""
+    try:
+        path = Path(ref).expanduser()
+    except RuntimeError:  # "~someone" without a home folder
+        raise KeyError(f"{_shown(ref)}: {ref.split('/')[0]} has no home folder") from None
+    try:
+        return path if path.is_dir() else None
+    except OSError as exc:
+        raise KeyError(f"{_shown(ref)} cannot name a folder: {exc.strerror}") from None
+
+
+def _shown(ref: str) -> str:
+    """``ref`` quoted, cut to its first characters when long (with its length)."""
+    if len(ref) <= _SHOWN_CHARS:
+        return repr(ref)
+    return f"{ref[:_SHOWN_CHARS]!r}... ({len(ref):,} characters)"
