@@ -37,9 +37,12 @@ POOL = 24
 class PropertyFailure(AssertionError):
     """A sequence of calls that breaks a law or changes the state on a refusal."""
 
-    def __init__(self, operation: str, message: str) -> None:
+    def __init__(self, operation: str, message: str, calls: tuple[str, ...] = ()) -> None:
         super().__init__(message)
+        #: The tool whose call broke the property (the sequence's last).
         self.operation = operation
+        #: The tools the shrunk sequence called, in order.
+        self.calls = calls or (operation,)
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def check_properties(
             super().__init__()
             self.session = domain.start_session()
             self.done: list[str] = []
+            self.names: list[str] = []
 
         @rule(data=st.data())
         def call(self, data: st.DataObject) -> None:
@@ -129,20 +133,23 @@ def check_properties(
             out = domain.toolkit.call(self.session, name, args)
             shown = f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
             self.done.append(f"{shown} -> {out.status}")
+            self.names.append(name)
+            calls = tuple(self.names)
             where = "after " + "; ".join(self.done)
             if out.status == "tool_error" and self.session.state_hash() != before:
                 raise PropertyFailure(
-                    name, f"{where}: {name} raised ToolError but changed the database"
+                    name, f"{where}: {name} raised ToolError but changed the database", calls
                 )
             if out.status in ("exception", "crash"):
                 raise PropertyFailure(
                     name,
                     f"{where}: {name} ended with {out.status} instead of a ToolError: {out.content[:200]}",
+                    calls,
                 )
             if out.ok and domain.laws:
                 check = domain.check_laws(self.session, changed=True)
                 if not check.ok:
-                    raise PropertyFailure(name, f"{where}: " + "; ".join(check.lines()))
+                    raise PropertyFailure(name, f"{where}: " + "; ".join(check.lines()), calls)
 
     try:
         run_state_machine_as_test(

@@ -406,50 +406,70 @@ class SynthesisTeam:
             function = normalise_tool(bp, op, extract_code(text))
         except ParseError as exc:
             return self._failed(state, att, key, str(exc), attempts=attempts, drafts=drafts)
-        error = self._test_tool(state, bp, {**done, op.name: function}, tests)
-        if error:
+        error, culprit = self._test_tool(state, bp, {**done, op.name: function}, tests, op.name)
+        if error and culprit is None:
             return self._failed(state, att, key, error, attempts=attempts, drafts=drafts)
         tools = {**done, op.name: function}
+        detail = f"{len(tests)} tests pass"
+        told = state.get("feedback", {})
+        if error and culprit is not None:
+            # A sequence of the other tools' calls alone broke it: that tool goes back, this one
+            # is kept (it cannot mend another tool's effect).
+            owner = f"tools:{culprit}"
+            if attempts.get(owner, 0) >= self.config.max_iterations:
+                return self._failed(state, att, owner, error, attempts=attempts, drafts=drafts)
+            tools.pop(culprit)
+            told = {**told, owner: error}
+            detail += f"; {culprit} sent back: {error}"
         files = dict(state["files"])
         files["tools.py"] = tools_source(bp, tools)
         return self._ok(
             state,
             att,
-            f"{len(tests)} tests pass",
+            detail,
             attempts=attempts,
             tools=tools,
             files=files,
             drafts=drafts,
+            feedback=told,
         )
 
     def _test_tool(
-        self, state: SynthesisState, bp: Blueprint, functions: dict[str, str], tests: list[ToolTest]
-    ) -> str | None:
+        self,
+        state: SynthesisState,
+        bp: Blueprint,
+        functions: dict[str, str],
+        tests: list[ToolTest],
+        under_test: str,
+    ) -> tuple[str | None, str | None]:
         """Static checks, the tool's unit tests in the sandbox, then random sequences of the
-        tools written so far (every law kept, a refusal changes nothing); the error, or None."""
+        tools written so far (every law kept, a refusal changes nothing): the error, or None,
+        and the tool at fault when a sequence without the tool under test broke a property."""
         source = tools_source(bp, functions)
         problems = check_tools_source(source, "tools.py")
         if problems:
-            return "static check: " + "; ".join(str(p) for p in problems)
+            return "static check: " + "; ".join(str(p) for p in problems), None
         root = self._package(state, {**state["files"], "tools.py": source})
         db = json.loads(state["files"]["db.json"])
         try:
             with load_sandboxed_domain(root, self.limits, check_gold=False) as domain:
                 failures = run_tests(domain, tests)
                 if failures:
-                    return f"{len(failures)} of {len(tests)} tests fail: " + "; ".join(failures[:6])
+                    head = f"{len(failures)} of {len(tests)} tests fail: "
+                    return head + "; ".join(failures[:6]), None
                 writes = [
                     op for op in bp.operations if op.name in functions and op.tool_kind == "write"
                 ]
-                plan = argument_pools(
-                    bp, writes, db, tests, focus=tests[0].operation if tests else None
-                )
+                plan = argument_pools(bp, writes, db, tests, focus=under_test)
                 found = check_properties(domain, plan)
         except DomainLoadError as exc:
-            return "; ".join(str(p) for p in exc.problems)
+            return "; ".join(str(p) for p in exc.problems), None
         if found is None:
-            return None
-        return f"a random sequence of calls (shrunk by Hypothesis) fails: {found}"
+            return None, None
+        error = f"a random sequence of calls (shrunk by Hypothesis) fails: {found}"
+        if under_test not in found.calls:
+            return error, found.operation
+        return error, None
 
     async def policy(self, state: SynthesisState) -> Update:
         """policy.md from the blueprint's rules: a title and one numbered item per rule."""
