@@ -23,6 +23,7 @@ import random
 import re
 import types
 import typing
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -522,7 +523,7 @@ def _value(
             made = _fresh_variant(own, set(column), rng) if own is not None else None
             if made is not None:
                 return made
-        pool = [v for v in (list(p.choices) or column) if v not in related]
+        pool = [v for v in (list(p.choices) or _own_story(scope, column)) if v not in related]
         if pool:
             return rng.choice(pool)
     if p.table and p.name != scope.domain.tables[p.table].key_field:
@@ -541,9 +542,11 @@ def _value(
         keys = [k for k in session.keys(p.table) if scope.admits(p.table, k)]
         return rng.choice(keys) if keys else None
     if p.column:
-        values = _column_values(scope, p)
+        values = _own_story(scope, _column_values(scope, p))
         if values:
             return rng.choice(values)
+        if p.scalar == "str" and not p.text_format:
+            return None  # every text there tells another record's story
         if p.text_format:
             return _when(scope.domain, p.text_format, rng)
     if p.scalar == "bool":
@@ -621,6 +624,79 @@ def _drawn_together(
                 value = _fresh_variant(value, set(column), rng) or value
             out[p.name] = [value]
     return out
+
+
+#: Words in a text that make it a story rather than a value (a damage description, a note).
+_PROSE_WORDS = 3
+#: A database value this long or shorter (in words) is a name a text can mention.
+_NAME_WORDS = 4
+_NAMES: dict[int, tuple[weakref.ref[Domain], frozenset[str]]] = {}
+_TOKEN = re.compile(r"[^\W_][\w'.&/-]*", re.UNICODE)
+_EDGE = ".,;:'/&-"
+
+
+def _grams(text: str) -> set[str]:
+    """The runs of up to ``_NAME_WORDS`` words in a text, case-folded, edge punctuation cut."""
+    words = [w.rstrip(_EDGE) for w in _TOKEN.findall(text.casefold())]
+    words = [w for w in words if w]
+    return {
+        " ".join(words[i : i + n])
+        for n in range(1, _NAME_WORDS + 1)
+        for i in range(len(words) - n + 1)
+    }
+
+
+def _is_name(value: str) -> bool:
+    """A value that names one thing: a city, a car model or a person (short, every word
+    capitalised), a plate, a code or a date (one word holding a digit); not an ordinary word
+    (a status) nor a phrase ("Near the elevator")."""
+    words = value.split()
+    if not 0 < len(words) <= _NAME_WORDS or len(value) < 3:
+        return False
+    if len(words) == 1 and any(ch.isdigit() for ch in value):
+        return True
+    lettered = [w for w in words if w[0].isalpha()]
+    return bool(lettered) and all(w[0].isupper() for w in lettered)
+
+
+def _db_names(domain: Domain) -> frozenset[str]:
+    """Every name the domain's database holds, case-folded (computed once per domain)."""
+    got = _NAMES.get(id(domain))
+    if got is not None and got[0]() is domain:
+        return got[1]
+    session = domain.start_session()
+    found = {
+        " ".join(w.rstrip(_EDGE) for w in _TOKEN.findall(v.casefold()))
+        for table in domain.tables
+        for record in session.scan(table)
+        for v in strings(record)
+        if _is_name(v)
+    }
+    names = frozenset(n for n in found if n)
+    if len(_NAMES) >= 32:
+        _NAMES.pop(next(iter(_NAMES)))
+    _NAMES[id(domain)] = (weakref.ref(domain), names)
+    return names
+
+
+def _own_story(scope: Scope, values: list[Any]) -> list[Any]:
+    """The values that fit the conversation: a text of several words (a description, a note)
+    drawn from another record may name that record's things (a Honda CR-V in Los Angeles for
+    a Mazda3 returned in Washington); those are left out. Other values are kept as they are."""
+    prose = [v for v in values if isinstance(v, str) and len(v.split()) >= _PROSE_WORDS]
+    if not prose:
+        return values
+    names = _db_names(scope.domain)
+    held: set[str] = set()
+    for _, _, record in scope.known:
+        for v in strings(record):
+            held |= _grams(v)
+    foreign = names - held
+    return [
+        v
+        for v in values
+        if not (isinstance(v, str) and len(v.split()) >= _PROSE_WORDS) or not _grams(v) & foreign
+    ]
 
 
 def _column_values(scope: Scope, p: ParamSource) -> list[Any]:

@@ -109,3 +109,32 @@ def test_a_small_state_gives_fewer_walks_not_an_error(toy: Domain) -> None:
     walks = sample_walks(toy, build_tool_graph(toy), 200, seed=0, attempts_per_walk=2)
     assert 0 < len(walks) < 200
     _assert_grounded(toy, walks)
+
+
+def test_a_text_drawn_from_another_record_never_names_that_records_things(hotel: Domain) -> None:
+    """A description or note taken from another record told that record's story (a damage
+    description naming a Honda CR-V at Los Angeles for a Mazda3 returned in Washington, car
+    rental run 10): texts naming things the conversation does not hold are left out."""
+    from maestro.domains.toolgraph import Scope, _own_story
+
+    session = hotel.start_session()
+    scope = Scope.of(hotel, session)
+    [account] = session.scan("loyalty_accounts", lambda r: r["loyalty_id"] == "LK1046278")
+    scope.known.append(("loyalty_accounts", "LK1046278", account))
+    own = "Reward stay AUS 2026-02-01 to 2026-02-03"
+    scope.known.append(("loyalty_transactions", "LTX", {"note": own, "reservation_id": None}))
+    other = "Reward stay SAN 2026-03-25 to 2026-03-28"  # another guest's stay
+    told_by_name = "Upgrade approved by Michael Jones"  # a guest the conversation is not about
+    plain = "Balance carried forward"
+    short = ["SAN", 12, None]  # values, not stories: kept as they are
+    kept = _own_story(scope, [other, told_by_name, plain, own, *short])
+    assert kept == [plain, own, *short]
+
+
+def test_the_names_a_text_may_mention_are_names_not_phrases(hotel: Domain) -> None:
+    from maestro.domains.toolgraph import _db_names
+
+    names = _db_names(hotel)
+    assert {"austin", "larkspur boston seaport", "g1001", "michael", "2026-01-18"} <= names
+    assert "near the elevator" not in names  # a phrase (a preference), not a name
+    assert "checked_out" not in names and "2 queen beds" not in names
