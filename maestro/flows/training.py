@@ -19,7 +19,7 @@ from maestro.flows.endpoints import model_endpoints
 from maestro.flows.flow_logs import job_log_lines
 from maestro.settings import RunSettings
 from maestro.storage import Lake, LakeSettings
-from maestro.training.datasets import BUILDERS, TrainingDataset
+from maestro.training.datasets import BUILDERS, PromptBudget, TrainingDataset
 from maestro.training.evaluation import EvaluationSettings, evaluate_model
 from maestro.training.job import TrainJob, load_domains
 from maestro.training.launchers import (
@@ -72,7 +72,8 @@ def build_dataset(params: TrainParams, run_id: str, folder: Path) -> tuple[Train
     lake = _lake(params.lake_root)
     domains = load_domains(params.domains)
     method = params.recipe.method
-    ds = BUILDERS[method](lake, domains, params.task_set_id, split=params.split)
+    budget = PromptBudget.of_recipe(params.recipe)
+    ds = BUILDERS[method](lake, domains, params.task_set_id, split=params.split, budget=budget)
     uri = ds.export(folder)
     ds.register(lake, run_id, str(uri))
     return ds, uri
@@ -134,6 +135,7 @@ def train_flow(params: TrainParams) -> dict[str, Any]:
         "training_run_id": run_id,
         "dataset_id": ds.dataset_id,
         "dataset_rows": len(ds.rows),
+        "dataset_dropped": ds.drop_counts(),
         "status": result.status,
         "wall_s": result.wall_s,
         "output_dir": str(out),

@@ -277,6 +277,10 @@ class DatasetRow(Row):
     n_rows: int | None = None
     uri: str | None = None
     built_from: list[TableVersion] | None = None
+    #: Rows the build left out (a prompt over the training budget, a chat-template control
+    #: string in the text), and each reason as JSON: reason, domain, task, where, detail, rows.
+    n_dropped: int | None = None
+    dropped_json: str | None = None
 
 
 class TrainingRunRow(Row):
