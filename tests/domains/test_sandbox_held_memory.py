@@ -12,6 +12,8 @@ import gc
 import json
 from pathlib import Path
 
+import pytest
+
 from maestro.domains import Domain
 from maestro.domains.files import json_nodes
 from maestro.domains.sandbox import SandboxLimits
@@ -104,3 +106,28 @@ def test_json_nodes_counts_values_without_a_copy_of_its_input() -> None:
     finally:
         tracemalloc.stop()
     assert peak < len(data) // 4, (peak, len(data))
+
+
+def test_json_nodes_counts_small_and_large_data_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call's request and reply is counted the quick way (small data); the large way
+    must give the same count on the same text, strings holding brackets and commas included."""
+    import json
+    import random
+
+    from maestro.domains import strict_json
+
+    rng = random.Random(7)
+
+    def value(depth: int = 0) -> object:
+        r = rng.random()
+        if depth > 4 or r < 0.3:
+            return rng.choice(["a,b", "[{x", "plain", 'q"u\\"o,te', 1, 2.5, None, True, ""])
+        if r < 0.65:
+            return [value(depth + 1) for _ in range(rng.randint(0, 5))]
+        return {f"k{i},[": value(depth + 1) for i in range(rng.randint(0, 5))}
+
+    texts = [json.dumps(value()) for _ in range(300)]
+    quick = [(json_nodes(t), json_nodes(t.encode())) for t in texts]
+    monkeypatch.setattr(strict_json, "_CUT_BELOW", -1)
+    assert quick == [(json_nodes(t), json_nodes(t.encode())) for t in texts]
+    assert all(a == b for a, b in quick)
