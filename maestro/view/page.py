@@ -5,70 +5,179 @@ Episode text is written by models, so it is data, never markup: every value goes
 :func:`html.escape` here, the script only shows and hides what was rendered (it never builds
 HTML from text), and the page's Content-Security-Policy lets no script run but that one (by its
 hash) and no request leave the page.
+
+Text is sized by models too: each text shows at most :data:`TEXT_LIMIT` characters and says
+how many more there were; the page is written as it is rendered, never whole in memory, and
+once it holds :data:`PAGE_BUDGET` bytes the episodes left are listed but not expanded (four
+answers of 15 MB made a 300 MB page and a 1.5 GB process).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+import os
+import secrets
+import stat
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-from maestro.conversation import Message
-from maestro.domains.files import write_file
-from maestro.scoring.card import CriterionScore
-from maestro.view.transcripts import EpisodeView, RunView, TaskView
+from maestro.domains.files import TargetError, open_log
+from maestro.scoring.card import CheckItem, CriterionScore
+from maestro.view.transcripts import TEXT_LIMIT, EpisodeView, MessageView, RunView, TaskView
+
+#: The bytes past which the page expands no more episodes (it still lists them).
+PAGE_BUDGET = 64 * 1024 * 1024
+#: The most characters of a name (an id, a model, a status) shown, in text or attribute.
+LABEL_LIMIT = 256
+
+T = TypeVar("T")
+
+
+class _Budget:
+    """How many bytes of the page are written, against its limit; counted by
+    :func:`_encoded` as each piece leaves, so a check between pieces sees all before it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= self.limit
+
+    @property
+    def why(self) -> str:
+        size = f"{self.limit / 2**20:g} MiB" if self.limit >= 2**20 else f"{self.limit:,} bytes"
+        return f"the page reached its budget of {size}"
 
 
 def _e(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    """A name, escaped, cut to :data:`LABEL_LIMIT` characters (the same cut everywhere, so a
+    filter's option still matches the rows it filters)."""
+    text = "" if value is None else str(value)
+    if len(text) > LABEL_LIMIT:
+        text = text[:LABEL_LIMIT] + "…"
+    return escape(text, quote=True)
+
+
+def _shown(text: str | None, omitted: int = 0) -> str:
+    """A text, escaped, cut to :data:`TEXT_LIMIT` characters; ``omitted``: how many were cut
+    before (when read from the lake). The cut is said where the text stops."""
+    text = text or ""
+    over = max(0, len(text) - TEXT_LIMIT) + omitted
+    shown = escape(text[:TEXT_LIMIT], quote=True)
+    if over:
+        shown += f"<span class='cut'>… {over:,} more characters not shown</span>"
+    return shown
 
 
 def _key(domain_id: str, task_id: str) -> str:
     return f"{domain_id}/{task_id}"
 
 
-def render(run: RunView) -> str:
-    """The page of one run."""
+def render(run: RunView, budget: int = PAGE_BUDGET) -> str:
+    """The page of one run, at most about ``budget`` bytes of it expanded."""
+    return b"".join(_encoded(run, budget)).decode()
+
+
+def write_page(run: RunView, out_dir: Path, budget: int = PAGE_BUDGET) -> Path:
+    """Write the run's page into ``out_dir``, piece by piece as it is rendered; returns its
+    path."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.run_id)
+    return _write(out_dir / f"{safe}.transcripts.html", _encoded(run, budget))
+
+
+def _write(path: Path, parts: Iterable[bytes]) -> Path:
+    """:func:`maestro.domains.files.write_file`'s guarantees for a page written in pieces: never
+    through a link planted under the page's name (files.TargetError says so), never into a FIFO
+    or another file's second name: a fresh file, renamed over the old entry once complete (so a
+    reload while it is written shows the old page)."""
+    path = Path(os.path.abspath(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the user's path may pass through links
+    except OSError as exc:
+        raise TargetError(f"cannot create {path.parent}: {exc.strerror}") from None
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):  # renaming over it would be safe; saying so is clearer
+            raise TargetError(f"cannot write {path}: it is a symbolic link")
+        if stat.S_ISDIR(mode):
+            raise TargetError(f"cannot write {path}: it is a folder")
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = open_log(temporary)  # a fresh file, whatever was planted under that name
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+        os.rename(temporary, path)  # the last name is never followed
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise TargetError(f"cannot write {path}: {exc.strerror}") from None
+        raise
+    return path
+
+
+def _encoded(run: RunView, limit: int) -> Iterator[bytes]:
+    budget = _Budget(limit)
+    for part in _page(run, budget):
+        data = part.encode()
+        budget.used += len(data)
+        yield data
+
+
+def _page(run: RunView, budget: _Budget) -> Iterator[str]:
     verdict_of = {_key(t.domain_id, t.task_id): _verdict(t) for t in run.tasks}
     reason_of = {_key(t.domain_id, t.task_id): t.reason_for_call for t in run.tasks}
     csp = (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
         f"script-src '{_script_hash()}'; base-uri 'none'; form-action 'none'"
     )
-    body = "".join(
-        [
-            f"<h1>maestro transcripts <code>{_e(run.run_id)}</code></h1>",
-            _summary(run),
-            _filters(run),
-            "<h2 id='tasks-heading'>Tasks <small id='tasks-count'></small></h2>",
-            _tasks_table(run.tasks),
-            "<h2 id='episodes'>Episodes <small id='episodes-count'></small></h2>",
-            "".join(
-                _episode(i, e, verdict_of.get(_key(e.domain_id, e.task_id), "none"), reason_of)
-                for i, e in enumerate(run.episodes)
-            )
-            or "<p>no episodes</p>",
-        ]
-    )
-    return (
+    yield (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>maestro transcripts {_e(run.run_id)}</title><style>{STYLE}</style></head>"
-        f"<body>{body}<script>{SCRIPT}</script></body></html>"
+        f"<title>maestro transcripts {_e(run.run_id)}</title><style>{STYLE}</style></head><body>"
+        f"<h1>maestro transcripts <code>{_e(run.run_id)}</code></h1>"
     )
+    yield _summary(run)
+    yield _filters(run)
+    yield "<h2 id='tasks-heading'>Tasks <small id='tasks-count'></small></h2>"
+    yield from _tasks_table(run.tasks, budget)
+    yield "<h2 id='episodes'>Episodes <small id='episodes-count'></small></h2>"
+    if not run.episodes:
+        yield "<p>no episodes</p>"
+    noted = False
+    for i, e in enumerate(run.episodes):
+        if budget.spent and not noted:
+            left = len(run.episodes) - i
+            yield (
+                f"<p class='cut' id='left-out'>{budget.why}: the last {left:,} of "
+                f"{len(run.episodes):,} episodes are listed but not expanded.</p>"
+            )
+            noted = True
+        key = _key(e.domain_id, e.task_id)
+        yield from _episode(i, e, verdict_of.get(key, "none"), reason_of.get(key, ""), budget)
+    yield f"<script>{SCRIPT}</script></body></html>"
 
 
-def write_page(run: RunView, out_dir: Path) -> Path:
-    """Write the run's page into ``out_dir``; returns its path."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.run_id)
-    # Never through a link planted in the reports folder (files.TargetError says so).
-    return write_file(out_dir / f"{safe}.transcripts.html", render(run))
+def _capped(
+    items: Sequence[T], show: Callable[[T], Iterable[str]], budget: _Budget, what: str, tag: str
+) -> Iterator[str]:
+    """Each item shown while the budget lasts; then a ``tag`` element counting the rest."""
+    for n, item in enumerate(items):
+        if budget.spent:
+            rest = len(items) - n
+            yield f"<{tag} class='cut'>… {rest:,} more {what} not shown: {budget.why}</{tag}>"
+            return
+        yield from show(item)
 
 
 def _verdict(t: TaskView) -> str:
@@ -113,105 +222,122 @@ def _filters(run: RunView) -> str:
     )
 
 
-def _tasks_table(tasks: list[TaskView]) -> str:
+def _tasks_table(tasks: list[TaskView], budget: _Budget) -> Iterator[str]:
     if not tasks:
-        return "<p>no tasks</p>"
-    head = (
-        "<tr><th>domain</th><th>task</th><th>verdict</th><th>gate failed</th>"
-        "<th>passed / trials</th><th>band</th><th>reasons</th></tr>"
+        yield "<p>no tasks</p>"
+        return
+    yield (
+        "<table class='tasks'><tr><th>domain</th><th>task</th><th>verdict</th>"
+        "<th>gate failed</th><th>passed / trials</th><th>band</th><th>reasons</th></tr>"
     )
-    rows = []
-    for t in tasks:
+    for t in tasks:  # every task listed, so the filters find it; its texts while they fit
         verdict = _verdict(t)
-        reasons = "".join(f"<li>{_e(r)}</li>" for r in t.reasons)
-        rows.append(
+        reason = "" if budget.spent else _shown(t.reason_for_call)
+        yield (
             f"<tr class='task' data-domain='{_e(t.domain_id)}' "
             f"data-task='{_e(_key(t.domain_id, t.task_id))}' data-verdict='{verdict}'>"
             f"<td>{_e(t.domain_id)}</td><td><button type='button' class='show-task' "
             f"title='show its episodes'>{_e(t.task_id)}</button>"
-            f"<div class='muted'>{_e(t.reason_for_call)}</div></td>"
+            f"<div class='muted'>{reason}</div></td>"
             f"<td><span class='badge {verdict}'>{verdict}</span></td>"
             f"<td>{_e(t.gate or '')}</td><td>{t.successes} / {t.trials}</td>"
-            f"<td>{_e(t.difficulty_band or '')}</td><td><ul>{reasons}</ul></td></tr>"
+            f"<td>{_e(t.difficulty_band or '')}</td><td><ul>"
         )
-    return f"<table class='tasks'>{head}{''.join(rows)}</table>"
+        yield from _capped(t.reasons, lambda r: [f"<li>{_shown(r)}</li>"], budget, "reasons", "li")
+        yield "</ul></td></tr>"
+    yield "</table>"
 
 
-def _episode(i: int, e: EpisodeView, verdict: str, reason_of: dict[str, str]) -> str:
+def _episode(
+    i: int, e: EpisodeView, verdict: str, reason_for_call: str, budget: _Budget
+) -> Iterator[str]:
     key = _key(e.domain_id, e.task_id)
     reward = "-" if e.reward is None else f"{e.reward:g}"
-    summary = (
-        f"<summary><span class='badge {e.outcome}'>{e.outcome}</span> "
-        f"<b>{_e(e.domain_id)} / {_e(e.task_id)}</b> trial {e.trial} · {_e(e.assistant_model)} "
-        f"· reward {reward} · {_e(e.termination)} · {len(e.messages)} messages "
-        f"· {e.duration_s:.1f} s</summary>"
-    )
-    error = f"<p class='error'>error: {_e(e.error)}</p>" if e.error else ""
-    scenario = f"<p class='muted'>Reason for call: {_e(reason_of.get(key, ''))}</p>"
-    return (
+    yield (
         f"<details class='episode' id='ep-{i}' data-episode='{_e(e.episode_id)}' "
         f"data-domain='{_e(e.domain_id)}' data-task='{_e(key)}' data-outcome='{e.outcome}' "
         f"data-verdict='{verdict}' data-model='{_e(e.assistant_model)}'>"
-        f"{summary}<div class='body'>{scenario}{error}"
-        f"<h4>Score card</h4>{_card(e.criteria)}"
-        f"<h4>Transcript</h4><ol class='transcript'>{''.join(map(_message, e.messages))}</ol>"
-        "</div></details>"
+        f"<summary><span class='badge {e.outcome}'>{e.outcome}</span> "
+        f"<b>{_e(e.domain_id)} / {_e(e.task_id)}</b> trial {e.trial} · {_e(e.assistant_model)} "
+        f"· reward {reward} · {_e(e.termination)} · {len(e.messages)} messages "
+        f"· {e.duration_s:.1f} s</summary><div class='body'>"
     )
+    if budget.spent:
+        yield f"<p class='cut'>Not expanded: {budget.why} before this episode.</p></div></details>"
+        return
+    error = f"<p class='error'>error: {_shown(e.error)}</p>" if e.error else ""
+    yield f"<p class='muted'>Reason for call: {_shown(reason_for_call)}</p>{error}"
+    yield "<h4>Score card</h4>"
+    yield from _card(e.criteria, budget)
+    yield "<h4>Transcript</h4><ol class='transcript'>"
+    yield from _capped(e.messages, lambda m: _message(m, budget), budget, "messages", "li")
+    yield "</ol></div></details>"
 
 
-def _card(criteria: list[CriterionScore]) -> str:
+def _card(criteria: list[CriterionScore], budget: _Budget) -> Iterator[str]:
     if not criteria:
-        return "<p class='muted'>not scored</p>"
-    rows = []
+        yield "<p class='muted'>not scored</p>"
+        return
+    yield (
+        "<table class='card'><tr><th>criterion</th><th>verdict</th><th>reward</th><th>why</th></tr>"
+    )
     for c in criteria:
-        checks = "".join(
-            f"<li class='check {'ok' if k.passed else 'bad' if k.passed is False else 'open'}'>"
-            f"<span class='mark'>{'✓' if k.passed else '✗' if k.passed is False else '?'}</span> "
-            f"{_e(k.subject)}<span class='reason'>{_e(k.reason)}</span></li>"
-            for k in c.items
-        )
         reward = "" if c.reward is None else f"{c.reward:g}"
-        rows.append(
+        yield (
             f"<tr class='criterion'><td>{_e(c.criterion.value)}</td>"
             f"<td><span class='badge {_e(c.status)}'>{_e(c.status)}</span></td><td>{reward}</td>"
-            f"<td><div class='details'>{_e(c.details)}</div><ul class='checks'>{checks}</ul></td></tr>"
+            f"<td><div class='details'>{_shown(c.details)}</div><ul class='checks'>"
         )
-    head = "<tr><th>criterion</th><th>verdict</th><th>reward</th><th>why</th></tr>"
-    return f"<table class='card'>{head}{''.join(rows)}</table>"
+        yield from _capped(c.items, _check, budget, "checks", "li")
+        yield "</ul></td></tr>"
+    yield "</table>"
 
 
-def _message(m: Message) -> str:
-    calls = "".join(
-        f"<div class='call'><span class='tag'>tool call</span> <code>{_e(c.name)}</code>"
-        f"<span class='muted'> {_e(c.id)}</span><pre>{_e(_pretty(_text(c.arguments)))}</pre></div>"
-        for c in m.tool_calls
+def _check(k: CheckItem) -> Iterator[str]:
+    look = "ok" if k.passed else "bad" if k.passed is False else "open"
+    mark = "✓" if k.passed else "✗" if k.passed is False else "?"
+    yield (
+        f"<li class='check {look}'><span class='mark'>{mark}</span> "
+        f"{_shown(k.subject)}<span class='reason'>{_shown(k.reason)}</span></li>"
     )
+
+
+def _message(m: MessageView, budget: _Budget) -> Iterator[str]:
     if m.role == "tool":
         status = m.status or "ok"
         who = (
             f"<span class='role'>tool result</span> <code>{_e(m.name)}</code> "
             f"<span class='badge {'ok' if status == 'ok' else 'bad'}'>{_e(status)}</span>"
         )
-        text = f"<pre class='result'>{_e(_pretty(m.content))}</pre>"
+        text = f"<pre class='result'>{_shown(_pretty(m.content), m.content_omitted)}</pre>"
     else:
         who = f"<span class='role'>{_e(m.role)}</span>"
-        text = f"<div class='text'>{_e(m.content)}</div>" if m.content else ""
+        shown = _shown(m.content, m.content_omitted)
+        text = f"<div class='text'>{shown}</div>" if m.content else ""
     latency = f"<span class='muted'> {m.latency_s:.2f} s</span>" if m.latency_s else ""
-    return f"<li class='msg {_e(m.role)}'><div class='who'>{who}{latency}</div>{text}{calls}</li>"
-
-
-def _text(arguments: dict[str, Any] | str) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    yield f"<li class='msg {_e(m.role)}'><div class='who'>{who}{latency}</div>{text}"
+    yield from _capped(
+        m.tool_calls,
+        lambda c: [
+            f"<div class='call'><span class='tag'>tool call</span> <code>{_e(c.name)}</code>"
+            f"<span class='muted'> {_e(c.id)}</span>"
+            f"<pre>{_shown(_pretty(c.arguments), c.arguments_omitted)}</pre></div>"
+        ],
+        budget,
+        "tool calls",
+        "div",
+    )
+    yield "</li>"
 
 
 def _pretty(text: str | None) -> str:
     """JSON text (a tool call's arguments, a tool's result) indented; other text as it is,
-    malformed arguments included."""
-    if not text:
-        return ""
+    malformed arguments included, and text too long to show whole (it is cut, so no JSON)."""
+    if not text or len(text) > TEXT_LIMIT:
+        return text or ""
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return text
 
 
@@ -254,6 +380,7 @@ pre.result{max-height:22em;overflow:auto}
 .text{white-space:pre-wrap}pre{white-space:pre-wrap;margin:.2em 0;font-size:.9em}
 .call{margin-top:.3em;padding:.3em .5em;border-left:3px solid #7a9cc6;background:#fff}
 .tag{font-size:.75em;text-transform:uppercase;color:#556}
+.cut{color:#7a5a00;font-style:italic;font-size:.9em}li.cut,div.cut{list-style:none;margin:.45em 0}
 [hidden]{display:none!important}
 """
 

@@ -3,17 +3,19 @@ every episode with its messages, tool calls, tool results and statuses, and its 
 with each criterion's verdict and each check's reason.
 
 Read from the lake; every row read goes through :func:`_rows`, so the viewer follows the
-tables' row models in one place.
+tables' row models in one place. Messages are read cut to :data:`TEXT_LIMIT` characters each
+(inside the query, so an answer of 15 MB never reaches Python whole), with how many characters
+were left out: the page says so where the text stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Literal
 
+import polars as pl
 from pydantic import BaseModel, Field
 
-from maestro.conversation import Message, ToolCall
+from maestro.conversation import Role
 from maestro.domains.models import RewardType
 from maestro.scoring.card import CheckItem, CriterionScore
 from maestro.scoring.gates import GATE_LABELS
@@ -21,9 +23,35 @@ from maestro.storage import Lake
 
 Outcome = Literal["passed", "failed", "incomplete", "unscored"]
 
+#: The most characters of one text (a message, a tool call's arguments, a reason) the page
+#: shows; the rest is counted, not shown.
+TEXT_LIMIT = 64 * 1024
+
 
 class ViewError(Exception):
     """Nothing to show: no such run, or an empty lake; the message says which."""
+
+
+class ToolCallView(BaseModel):
+    id: str
+    name: str
+    #: The text the model wrote, cut to :data:`TEXT_LIMIT` characters.
+    arguments: str = ""
+    #: How many characters of ``arguments`` were left out.
+    arguments_omitted: int = 0
+
+
+class MessageView(BaseModel):
+    role: Role
+    #: Cut to :data:`TEXT_LIMIT` characters.
+    content: str | None = None
+    #: How many characters of ``content`` were left out.
+    content_omitted: int = 0
+    tool_calls: list[ToolCallView] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    status: str | None = None
+    latency_s: float | None = None
 
 
 class EpisodeView(BaseModel):
@@ -41,7 +69,7 @@ class EpisodeView(BaseModel):
     #: The score card's criteria, each with what it checked and why it passed or failed.
     criteria: list[CriterionScore] = Field(default_factory=list)
     #: Every message; a tool call's ``arguments`` is the text the model wrote.
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[MessageView] = Field(default_factory=list)
 
 
 class TaskView(BaseModel):
@@ -78,7 +106,7 @@ def latest_run(lake: Lake) -> str:
 
 def load_run(lake: Lake, run_id: str) -> RunView:
     """Everything the viewer shows of one run."""
-    episodes = _rows(lake, "episodes", run_id)
+    episodes = _rows(lake, "episodes", run_id, clip=_clipped_messages())
     verdicts = _rows(lake, "task_verdicts", run_id)
     if not episodes and not verdicts:
         raise ViewError(
@@ -96,33 +124,56 @@ def load_run(lake: Lake, run_id: str) -> RunView:
         key=lambda e: (e.domain_id, e.task_id, e.trial, e.assistant_model),
     )
     by_task = {(v["domain_id"], v["task_id"]): v for v in verdicts}
+    counted: dict[tuple[str, str], tuple[int, int]] = {}
     for e in views:
-        by_task.setdefault(
-            (e.domain_id, e.task_id), {"domain_id": e.domain_id, "task_id": e.task_id}
-        )
+        key = (e.domain_id, e.task_id)
+        by_task.setdefault(key, {"domain_id": e.domain_id, "task_id": e.task_id})
+        trials, successes = counted.get(key, (0, 0))
+        counted[key] = (trials + 1, successes + (e.outcome == "passed"))
     tasks = [
-        _task(row, reasons_for_call.get(key, ""), _count(views, key))
+        _task(row, reasons_for_call.get(key, ""), counted.get(key, (0, 0)))
         for key, row in sorted(by_task.items())
     ]
     return RunView(run_id=run_id, tasks=tasks, episodes=views)
 
 
 def _rows(
-    lake: Lake, table: str, run_id: str | None, columns: list[str] | None = None
+    lake: Lake,
+    table: str,
+    run_id: str | None,
+    columns: list[str] | None = None,
+    clip: pl.Expr | None = None,
 ) -> list[dict[str, Any]]:
-    """A table's rows written by ``run_id`` (every row when None), all columns or ``columns``:
-    the viewer's one read of the lake."""
+    """A table's rows written by ``run_id`` (every row when None), all columns or ``columns``,
+    a column replaced by ``clip`` (evaluated in the query): the viewer's one read of the lake."""
     frame = lake.read(table)
     if run_id is not None:
         frame = frame.filter(run_id=run_id)
     if columns is not None:
         frame = frame.select(columns)
+    if clip is not None:
+        frame = frame.with_columns(clip)
     return frame.collect().to_dicts()
 
 
-def _count(episodes: Iterable[EpisodeView], key: tuple[str, str]) -> tuple[int, int]:
-    mine = [e for e in episodes if (e.domain_id, e.task_id) == key]
-    return len(mine), sum(e.outcome == "passed" for e in mine)
+def _clip(field: str) -> list[pl.Expr]:
+    """A struct's text ``field`` cut to :data:`TEXT_LIMIT` characters, and ``<field>_omitted``:
+    how many were left out."""
+    text = pl.field(field)
+    return [
+        text.str.slice(0, TEXT_LIMIT).alias(field),
+        (text.str.len_chars().cast(pl.Int64) - TEXT_LIMIT)
+        .clip(lower_bound=0)
+        .alias(f"{field}_omitted"),
+    ]
+
+
+def _clipped_messages() -> pl.Expr:
+    """The episodes' ``messages`` with each content and each call's arguments cut."""
+    calls = pl.field("tool_calls").list.eval(pl.element().struct.with_fields(*_clip("arguments")))
+    return pl.col("messages").list.eval(
+        pl.element().struct.with_fields(*_clip("content"), calls.alias("tool_calls"))
+    )
 
 
 def _task(row: dict[str, Any], reason_for_call: str, counted: tuple[int, int]) -> TaskView:
@@ -193,12 +244,18 @@ def _criteria(score: dict[str, Any] | None) -> list[CriterionScore]:
     ]
 
 
-def _message(m: dict[str, Any]) -> Message:
-    return Message(
+def _message(m: dict[str, Any]) -> MessageView:
+    return MessageView(
         role=m["role"],
         content=m.get("content"),
+        content_omitted=m.get("content_omitted") or 0,
         tool_calls=[
-            ToolCall(id=c["id"] or "", name=c["name"] or "", arguments=c["arguments"] or "")
+            ToolCallView(
+                id=c["id"] or "",
+                name=c["name"] or "",
+                arguments=c["arguments"] or "",
+                arguments_omitted=c.get("arguments_omitted") or 0,
+            )
             for c in m.get("tool_calls") or []
         ],
         tool_call_id=m.get("tool_call_id"),
