@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -240,13 +241,23 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
 
     ``response_format`` and ``tools`` are honoured with grammar-constrained decoding (see
     :mod:`maestro.agents.grammar`), each switchable in the settings; a schema that cannot become
-    a grammar is answered 400 with the reason.
+    a grammar (or takes longer than ``grammar_build_s`` to) is answered 400 with the reason.
+    Grammars are made off the event loop, converted in a child process, so a request's schema
+    never stalls the other requests.
     """
     from llama_cpp import Llama
 
     # Imported here: llama_cpp loads its native library (0.1 s), which only the server needs.
-    from maestro.agents.grammar import GrammarCache, GrammarError, request_grammar, vocab_check
+    from maestro.agents.grammar import (
+        GrammarCache,
+        GrammarError,
+        GrammarWorker,
+        request_grammar,
+        vocab_check,
+    )
 
+    builds = GrammarWorker(settings.grammar_build_s)
+    builds.start()  # its imports overlap the model's loading
     llm = Llama(
         model_path=str(path),
         n_ctx=settings.n_ctx,
@@ -256,7 +267,9 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     # Roles alternate (assistant, user, judge), each behind a long system prompt; keeping each
     # prompt's state turns a 40 s prompt evaluation into a 2 s restore (measured here).
     llm.set_cache(bounded_prompt_cache(settings.prompt_cache_mb << 20))
-    grammars = GrammarCache(vocab_check(llm), settings.grammar_cache_size)
+    grammars = GrammarCache(vocab_check(llm), settings.grammar_cache_size, builds)
+    # Their own threads: requests waiting for the worker never hold up a generation's thread.
+    grammar_threads = ThreadPoolExecutor(4, thread_name_prefix="grammar")
     lock = asyncio.Lock()
 
     def generate(body: dict[str, Any], grammar: LlamaGrammar | None) -> dict[str, Any]:
@@ -304,19 +317,18 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     async def chat(request: web.Request) -> web.Response:
         try:
             body = await request.json()
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
             return web.json_response({"error": {"message": "request body is not JSON"}}, status=400)
+        loop = asyncio.get_running_loop()
         try:
-            grammar = grammar_for(body)
+            grammar = await loop.run_in_executor(grammar_threads, grammar_for, body)
         except GrammarError as exc:
             return web.json_response(
                 {"error": {"message": str(exc), "type": "invalid_request_error"}}, status=400
             )
         async with lock:
             try:
-                out = await asyncio.get_running_loop().run_in_executor(
-                    None, generate, body, grammar
-                )
+                out = await loop.run_in_executor(None, generate, body, grammar)
             except Exception as exc:  # the model failing is the caller's data, not a server crash
                 return web.json_response(
                     {"error": {"message": f"{type(exc).__name__}: {exc}"}}, status=500
@@ -331,9 +343,14 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
             }
         )
 
+    async def close(app: web.Application) -> None:
+        builds.close()
+        grammar_threads.shutdown(wait=False, cancel_futures=True)
+
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
+    app.on_cleanup.append(close)
     return app
 
 

@@ -13,13 +13,28 @@ enforce (``minimum``/``maximum``, ``minProperties``, ``uniqueItems``, string for
 know) stays the stage parser's job. Properties are written required ones first, then the
 optional ones, each group in the schema's order. A schema it cannot turn into a grammar is a
 :class:`GrammarError` naming the problem and where; the embedded server answers it with 400.
+
+The converter is outside code that a request's schema drives: its pattern parser loops forever
+on a stray ``]`` or ``}``, and a long optional repetition crashes llama.cpp's grammar parser.
+Patterns and repetition counts are therefore checked before it runs, and the embedded server
+converts in a :class:`GrammarWorker` process that is killed past a deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
 import logging
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,6 +53,16 @@ class GrammarError(ValueError):
     """A response_format or a tool schema that cannot become a grammar."""
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` fit for one line of a log or an error: control characters escaped, cut at
+    ``limit`` characters (a request's schema writes what ends up in these messages)."""
+    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode(), text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class _Located(Exception):
     """A converter failure and the schema path (a rule name) where it happened."""
 
@@ -48,9 +73,7 @@ class _Located(Exception):
 
     def message(self) -> str:
         text = str(self.cause) or type(self.cause).__name__
-        if len(text) > 300:
-            text = text[:300] + "..."
-        return f"at {self.where}: {text}"
+        return one_line(f"at {one_line(self.where, 80)}: {text}")
 
 
 class _Converter(SchemaConverter):
@@ -110,27 +133,169 @@ def _spelled_out(pattern: str) -> str:
     return "".join(out)
 
 
-def _anchored(schema: Any) -> Any:
+#: The largest repetition count (``{n}``, ``minLength``, ``maxItems``) made into a grammar: the
+#: converter writes a count out item by item (``a{99999999}`` took 8 s and 100 MB here).
+_MAX_REPEAT = 10_000
+#: The most optional repetitions (``{m,n}``'s n - m, a ``maxLength``) one grammar may hold. The
+#: converter nests one group per repetition; llama.cpp refuses more than 1,000, and from about
+#: 20,000 its recursive parser overflows the stack (the whole server crashed, measured here).
+_MAX_OPTIONAL = 1_000
+#: The longest pattern made into a grammar: the converter takes time growing with the square of
+#: a pattern's length (1 MB: 8 s, 3 MB: 96 s here).
+_MAX_PATTERN_CHARS = 20_000
+_QUANTIFIER = re.compile(r"\{(\d*)(,(\d*))?\}")
+_UNSUPPORTED_ESCAPES = {
+    **dict.fromkeys("bB", "a word boundary"),
+    **dict.fromkeys("AZzG", "an anchor"),
+    **dict.fromkeys("pP", "a Unicode property class"),
+}
+
+
+def _repeat_problem(low: int, high: int | None) -> str | None:
+    if max(low, high or 0) > _MAX_REPEAT:
+        return f"more than the {_MAX_REPEAT} repetitions a grammar is made for"
+    if high is not None and high < low:
+        return "a maximum below its minimum"
+    if high is not None and high - low > _MAX_OPTIONAL:
+        return (
+            f"{high - low} optional repetitions, more than the {_MAX_OPTIONAL} a llama.cpp "
+            "grammar holds"
+        )
+    return None
+
+
+def _count(digits: str) -> int:
+    return int(digits) if len(digits) <= 9 else _MAX_REPEAT + 1
+
+
+def _quantifier_problem(pattern: str, i: int) -> tuple[str | None, int]:
+    """What is wrong with the ``{...}`` at ``i`` (None: nothing) and the index after it."""
+    m = _QUANTIFIER.match(pattern, i)
+    if m is None or m.group(0) == "{}":
+        return f"a {{ at {i} that is not a repetition {{n}}, {{n,}} or {{n,m}} (write \\{{)", i
+    low = _count(m.group(1)) if m.group(1) else 0
+    high = low if m.group(2) is None else (_count(m.group(3)) if m.group(3) else None)
+    problem = _repeat_problem(low, high)
+    return (f"{m.group(0)} at {i} asks for {problem}" if problem else None), m.end()
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    """Why llama-cpp-python's converter cannot take ``pattern`` (its anchors stripped), or None.
+
+    Its pattern parser never advances past a ``]`` or ``}`` it does not expect (a class
+    ``[]a]`` ends at the first ``]``, leaving one): the request hung the server. So this walks
+    the pattern as that parser does and refuses what it would loop on, crash on, or silently
+    write as something else.
+    """
+    depth, i, n = 0, 0, len(pattern)
+    if n > _MAX_PATTERN_CHARS:
+        return (
+            f"it is {n} characters long, more than the {_MAX_PATTERN_CHARS} a grammar is made for"
+        )
+    last = "start"  # what a quantifier would apply to: start, item, quantified or lazy
+    while i < n:
+        c, was = pattern[i], last
+        last = "item"
+        if c == "\\":
+            if i + 1 == n:
+                return "it ends in a lone \\"
+            esc = pattern[i + 1]
+            if esc.isdigit():
+                return f"a backreference \\{esc} at {i}, which a grammar cannot express"
+            if esc in _UNSUPPORTED_ESCAPES:
+                return f"\\{esc} at {i} is {_UNSUPPORTED_ESCAPES[esc]}, which is not supported"
+            i += 2
+        elif c == "[":
+            j = i + 1 + pattern.startswith("^", i + 1)
+            if pattern.startswith("]", j):
+                return f"the class at {i} starts with ] (write \\] inside a class)"
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            if j >= n:
+                return f"the [ at {i} is not closed"
+            i = j + 1
+        elif c in "]}":
+            return f"a lone {c} at {i} (write \\{c} for the character)"
+        elif c == "(":
+            if pattern.startswith("?", i + 1):
+                return (
+                    f"the (? at {i}: lookarounds, non-capturing and named groups are not supported"
+                )
+            depth, last, i = depth + 1, "start", i + 1
+        elif c == ")":
+            if depth == 0:
+                return f"the ) at {i} closes no group"
+            depth, i = depth - 1, i + 1
+        elif c == "|":
+            last, i = "start", i + 1
+        elif c in "*+?{":
+            end = i + 1
+            if c == "{":
+                problem, end = _quantifier_problem(pattern, i)
+                if problem:
+                    return problem
+            if was == "start":
+                return f"the {pattern[i:end]} at {i} has nothing to repeat"
+            if was == "quantified" and c == "?" and pattern[i - 1] in "*+?":
+                last = "lazy"  # x*? is x* to a grammar: the same language
+            elif was != "item":
+                return f"the {pattern[i:end]} at {i} repeats a repetition (group it first)"
+            else:
+                last = "quantified"
+            i = end
+        elif c == "\x00":
+            return f"a NUL character at {i}"
+        else:
+            i += 1
+    return "a ( is not closed" if depth else None
+
+
+def _pattern_body(pattern: str) -> str:
+    """The pattern without the anchors the converter strips."""
+    return pattern[pattern.startswith("^") : len(pattern) - _anchored_end(pattern)]
+
+
+def _anchored_end(pattern: str) -> bool:
+    return pattern.endswith("$") and not pattern.endswith("\\$")
+
+
+def _anchored(schema: Any, where: str = "") -> Any:
     """A copy whose string ``pattern``s the converter takes: shorthand classes spelled out, and
-    anchored at both ends.
+    anchored at both ends; a pattern or a repetition count it cannot take is a
+    :class:`_Located` error naming where (a JSON pointer).
 
     JSON Schema patterns match anywhere (pydantic's ``Field(pattern=...)`` often omits ``^``/``$``);
     the converter only takes anchored ones, so ``abc`` becomes ``^.*abc.*$``, its meaning.
     """
     if isinstance(schema, list):
-        return [_anchored(s) for s in schema]
+        return [_anchored(s, f"{where}/{i}") for i, s in enumerate(schema)]
     if not isinstance(schema, dict):
         return schema
+    for low_key, high_key in (("minLength", "maxLength"), ("minItems", "maxItems")):
+        low, high = schema.get(low_key, 0), schema.get(high_key)
+        if _is_int(low) and (high is None or _is_int(high)):
+            problem = _repeat_problem(low, high)
+            if problem:
+                bounds = ", ".join(f"{k} {schema[k]}" for k in (low_key, high_key) if k in schema)
+                raise _Located(where or "/", ValueError(f"{bounds} asks for {problem}"))
     out = {}
     for key, value in schema.items():
         if key == "pattern" and isinstance(value, str):
             value = _spelled_out(value)
+            problem = _pattern_problem(_pattern_body(value))
+            if problem:
+                shown = value if len(value) <= 80 else value[:80] + "..."
+                raise _Located(where or "/", ValueError(f"pattern {shown!r}: {problem}"))
             head = "" if value.startswith("^") else "^.*"
-            tail = "" if value.endswith("$") and not value.endswith("\\$") else ".*$"
+            tail = "" if _anchored_end(value) else ".*$"
             out[key] = f"{head}{value}{tail}" if head or tail else value
-        else:
-            out[key] = _anchored(value)
+        else:  # data too (a const, examples): a $ref may point into it
+            out[key] = _anchored(value, f"{where}/{key}")
     return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _prepared(schema: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +425,12 @@ def tool_call_gbnf(
         )
     container: dict[str, Any] = {"calls": {"anyOf": calls}}
     if answer is not None:
-        container["answer"], answer_defs = _namespaced(_prepared(answer), "a_")
+        try:
+            container["answer"], answer_defs = _namespaced(_prepared(answer), "a_")
+        except _Located as exc:
+            raise GrammarError(
+                f"response_format schema cannot be decoded with a grammar {exc.message()}"
+            ) from None
         defs.update(answer_defs)
     container["$defs"] = defs
     conv = _Converter()
@@ -305,42 +475,291 @@ def vocab_check(model: Any) -> Callable[[str], None]:
     return check
 
 
+#: The largest grammar text checked and kept. llama.cpp parses a grammar in the server process
+#: (no deadline can stop it) for the check and again for every completion, in time growing with
+#: the square of a rule's alternatives (a 20,000-value enum: 190 KB, 0.6 s here); the library's
+#: tool grammars are under 15 KB.
+_MAX_GRAMMAR_CHARS = 256 * 1024
+
+
+def build_here(build: Callable[..., str], *args: Any) -> str:
+    """Runs a grammar build in this process (tests, and scripts trusting their schemas)."""
+    return build(*args)
+
+
 class GrammarCache:
-    """Grammars by request shape, each converted and checked once.
+    """Grammars by request shape, each converted and checked once; failures remembered too.
 
     An assistant sends the same tools and a stage the same schema with every call, so each is
     converted (a blueprint schema: about 2 ms here) and checked by llama.cpp (about 1 ms) once.
     llama.cpp still parses the GBNF text into a fresh sampler for every completion, as
     llama-cpp-python builds one per call. At most ``capacity`` grammars are kept, least recently
-    used first out.
+    used first out, and as many failures apart from them, so a schema that cannot become a grammar
+    (or took too long to) is refused again without building. ``builder`` runs the conversion:
+    here by default, in a :class:`GrammarWorker` in the embedded server. Safe to share between
+    threads; concurrent requests for one key build it once.
     """
 
-    def __init__(self, check: Callable[[str], None], capacity: int = 64) -> None:
+    def __init__(
+        self,
+        check: Callable[[str], None],
+        capacity: int = 64,
+        builder: Callable[..., str] = build_here,
+    ) -> None:
         self._check = check
         self._capacity = capacity
+        self._builder = builder
         self._items: OrderedDict[str, LlamaGrammar] = OrderedDict()
+        self._refused: OrderedDict[str, str] = OrderedDict()
+        self._building: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
+        """The number of grammars kept (failures not counted)."""
         return len(self._items)
 
-    def get(self, key: Any, build: Callable[[], str]) -> LlamaGrammar:
-        """The grammar for ``key`` (any JSON value), built by ``build`` the first time."""
+    def get(self, key: Any, build: Callable[..., str], *args: Any) -> LlamaGrammar:
+        """The grammar for ``key`` (any JSON value), made by ``build(*args)`` the first time.
+
+        A :class:`GrammarWorker` builder takes only module-level ``build`` functions and JSON
+        ``args``.
+        """
         digest = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
-        found = self._items.get(digest)
-        if found is not None:
-            self.hits += 1
-            self._items.move_to_end(digest)
-            return found
-        self.misses += 1
-        gbnf = build()
+        while True:
+            with self._lock:
+                found = self._items.get(digest)
+                if found is not None:
+                    self.hits += 1
+                    self._items.move_to_end(digest)
+                    return found
+                refused = self._refused.get(digest)
+                if refused is not None:
+                    self.hits += 1
+                    self._refused.move_to_end(digest)
+                    raise GrammarError(refused)
+                pending = self._building.get(digest)
+                if pending is None:
+                    self._building[digest] = threading.Event()
+                    self.misses += 1
+                    break
+            pending.wait()  # the same shape is being built: its result is ours
+        try:
+            grammar = self._built(build, args)
+        except GrammarError as exc:
+            self._keep(self._refused, digest, str(exc))
+            raise
+        else:
+            self._keep(self._items, digest, grammar)
+            return grammar
+        finally:
+            with self._lock:
+                self._building.pop(digest).set()
+
+    def _built(self, build: Callable[..., str], args: tuple[Any, ...]) -> LlamaGrammar:
+        gbnf = self._builder(build, *args)
+        if len(gbnf) > _MAX_GRAMMAR_CHARS:
+            raise GrammarError(
+                f"the grammar made from the schema is {len(gbnf) >> 10} KB, more than the "
+                f"{_MAX_GRAMMAR_CHARS >> 10} KB the embedded model takes"
+            )
+        if "\x00" in gbnf:  # llama.cpp reads the text up to its first NUL
+            raise GrammarError("the grammar made from the schema holds a NUL character")
         self._check(gbnf)
-        grammar = LlamaGrammar.from_string(gbnf, verbose=False)
-        self._items[digest] = grammar
-        while len(self._items) > self._capacity:
-            self._items.popitem(last=False)
-        return grammar
+        return LlamaGrammar.from_string(gbnf, verbose=False)
+
+    def _keep(self, items: OrderedDict[str, Any], digest: str, value: Any) -> None:
+        with self._lock:
+            items[digest] = value
+            while len(items) > self._capacity:
+                items.popitem(last=False)
+
+
+# ----- the build worker -------------------------------------------------------------------------
+
+_READY = b"maestro grammar worker ready\n"
+
+
+class GrammarWorker:
+    """Runs grammar builds in a child Python process, which is killed past a deadline.
+
+    The converter is outside code, driven by each request's schema, and its pattern parser has
+    looped forever; a build it does not finish within ``deadline_s`` kills the child and is a
+    :class:`GrammarError` (the next build starts a fresh child). The child is a new interpreter
+    (``subprocess``: fork and exec, no Python code run in a forked copy), never a bare fork: the
+    server may hold a deltalake (tokio) runtime, which panics in a forked child. It stays up
+    between builds, since starting one takes about 0.6 s (imports), while a build costs a pipe
+    round trip. It builds one schema at a time; callers wait their turn.
+
+    Called as ``worker(build, *args)`` (a :class:`GrammarCache` builder) with a module-level
+    ``build`` function and JSON ``args``; it returns the GBNF text.
+    """
+
+    def __init__(self, deadline_s: float, *, start_timeout_s: float = 60.0) -> None:
+        self.deadline_s = deadline_s
+        self.start_timeout_s = start_timeout_s
+        self.starts = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Starts the child now, without waiting for it, so that the first build finds it up."""
+        with self._lock:
+            self._spawned()
+
+    def _spawned(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            # The child imports what this process imports, from the same places (set once it
+            # runs, as multiprocessing does: a PYTHONPATH would come before the standard library).
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_MAIN, repr(self.deadline_s), json.dumps(sys.path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            self._ready = False
+            self.starts += 1
+        return self._proc
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        proc = self._spawned()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self._ready:
+            try:
+                line = _read_line(proc, deadline)
+            except EOFError:
+                line = None
+            if line is None:
+                code = proc.poll()
+                self._stop()
+                raise GrammarError(
+                    f"the grammar worker did not start within {self.start_timeout_s:g} s "
+                    f"(exit status {code})"
+                )
+            self._ready = line.endswith(_READY)  # what a library wrote while importing comes first
+        return proc
+
+    def __call__(self, build: Callable[..., str], *args: Any) -> str:
+        name = f"{build.__module__}:{build.__qualname__}"
+        if "<" in name:
+            raise TypeError(f"a grammar worker runs module-level functions, not {name}")
+        request = json.dumps({"build": name, "args": args}).encode() + b"\n"
+        with self._lock:
+            proc = self._started()
+            assert proc.stdin is not None
+            deadline = time.monotonic() + self.deadline_s
+            try:
+                proc.stdin.write(request)
+                proc.stdin.flush()
+                line = _read_line(proc, deadline)
+            except (OSError, EOFError):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=2)  # its pipe closes just before it ends
+                code = proc.poll()
+                self._stop()
+                raise GrammarError(
+                    f"the grammar worker ended (exit status {code}) building the grammar"
+                ) from None
+            except GrammarError:
+                self._stop()  # its reply is cut, and the next one would read the rest
+                raise
+            if line is None:
+                self._stop()
+                _log.warning("grammar build stopped after %g s (%s)", self.deadline_s, name)
+                raise GrammarError(
+                    f"the schema took longer than {self.deadline_s:g} s to become a grammar; "
+                    "its build was stopped"
+                )
+        reply = json.loads(line)
+        if "error" in reply:
+            raise GrammarError(reply["error"])
+        return str(reply["gbnf"])
+
+    def close(self) -> None:
+        """Stops the child (a build in progress ends in a GrammarError)."""
+        self._stop()
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):  # a request it did not read is lost
+                    pipe.close()
+
+
+#: The longest reply read from the worker: a grammar past the size kept, even JSON-escaped.
+_MAX_REPLY_BYTES = 8 * _MAX_GRAMMAR_CHARS
+
+
+def _read_line(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+    """One line from the child's stdout, or None when it is not complete by ``deadline``."""
+    assert proc.stdout is not None
+    fd, line = proc.stdout.fileno(), bytearray()
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise EOFError
+        line += chunk
+        if len(line) > _MAX_REPLY_BYTES:
+            raise GrammarError(
+                f"the grammar made from the schema is more than the {_MAX_GRAMMAR_CHARS >> 10} "
+                "KB the embedded model takes"
+            )
+    return bytes(line)
+
+
+_WORKER_MAIN = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
+    "from maestro.agents.grammar import serve_builds; serve_builds()"
+)
+
+
+def serve_builds() -> None:
+    """The grammar worker's loop, in the child: a JSON request a line on stdin, a JSON reply a
+    line on stdout (``{"gbnf": ...}`` or ``{"error": ...}``), until stdin closes."""
+    deadline_s = float(sys.argv[1])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the server's to handle
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not break a reply
+    try:
+        _reply(out, _READY)
+        for line in sys.stdin.buffer:
+            _reply(out, json.dumps(_build_one(line, deadline_s)).encode() + b"\n")
+    except BrokenPipeError:  # the server is gone
+        pass
+
+
+def _reply(out: Any, data: bytes) -> None:
+    out.write(data)
+    out.flush()
+
+
+def _build_one(line: bytes, deadline_s: float) -> dict[str, str]:
+    """One request's reply. The interval timer's signal, left at its default, ends the child a
+    while after the deadline, so a child whose server died mid-build does not spin on."""
+    signal.setitimer(signal.ITIMER_REAL, deadline_s + 5.0)
+    try:
+        request = json.loads(line)
+        module, _, qualname = request["build"].partition(":")
+        build = getattr(importlib.import_module(module), qualname)
+        return {"gbnf": str(build(*request["args"]))}
+    except GrammarError as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # the converter trips over odd shapes in odd ways
+        text = one_line(f"{type(exc).__name__}: {exc}")
+        return {"error": f"the schema cannot be decoded with a grammar: {text}"}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def request_grammar(
@@ -358,14 +777,14 @@ def request_grammar(
     if tools and choice != "none" and (tool_calls or answer is not None):
         key = ["tools", tools, choice, answer]
         try:
-            return cache.get(key, lambda: tool_call_gbnf(tools, choice, answer))
+            return cache.get(key, tool_call_gbnf, tools, choice, answer)
         except GrammarError as exc:
             if answer is not None:
                 raise
             # The caller asked for tools, not for a constraint: it gets an unconstrained
             # answer (parsed from text as before) rather than an error.
-            _log.warning("tool calls not constrained: %s", exc)
+            _log.warning("tool calls not constrained: %s", one_line(str(exc)))
             return None
     if answer is not None:
-        return cache.get(["schema", answer], lambda: schema_gbnf(answer))
+        return cache.get(["schema", answer], schema_gbnf, answer)
     return None

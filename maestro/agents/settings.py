@@ -79,6 +79,9 @@ class EmbeddedModelSettings(BaseModel):
     constrain_tool_calls: bool = True
     #: Grammars kept converted and checked (one per schema or list of tools).
     grammar_cache_size: int = Field(64, ge=1)
+    #: Seconds a schema may take to become a grammar before its build (in a child process) is
+    #: killed and the request refused; ordinary schemas take milliseconds.
+    grammar_build_s: float = Field(10.0, gt=0)
     n_threads: int | None = None
     host: str = "127.0.0.1"
     port: int = 0

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -337,6 +339,129 @@ def test_a_schema_the_grammar_cannot_express_is_an_error_naming_where(
     assert problem in str(err.value)
 
 
+def within(seconds: float, call: Callable[[], Any]) -> Any:
+    """What ``call`` returns or raises, failing the test when it takes over ``seconds`` (it
+    goes on in a daemon thread: the converter's loop cannot be interrupted)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still running after {seconds} s"
+    return outcome[0]
+
+
+def tool_with(parameter: dict[str, Any]) -> list[dict[str, Any]]:
+    params = {"type": "object", "properties": {"x": parameter}, "required": ["x"]}
+    return [{"type": "function", "function": {"name": "f", "parameters": params}}]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        # The converter's parser looped forever on these: one request hung the server.
+        ("^a]b$", "a lone ] at 1"),
+        ("a}", "a lone } at 1"),
+        ("[]a]", "the class at 0 starts with ]"),
+        ("^[^]x]$", "the class at 0 starts with ]"),
+        # llama.cpp's parser overflowed its stack on the nesting these become: a crash.
+        ("^a{0,30000}$", "more than the 10000 repetitions"),
+        ("^.{0,5000}$", "5000 optional repetitions, more than the 1000"),
+        # And what the converter would write as something else, or llama.cpp refuse unexplained.
+        ("a{2,1}", "a maximum below its minimum"),
+        ("(?=a)b", "lookarounds, non-capturing and named groups are not supported"),
+        ("(a)\\1", "a backreference \\1 at 3"),
+        ("a\\", "it ends in a lone \\"),
+        ("*a", "the * at 0 has nothing to repeat"),
+        ("a**", "the * at 2 repeats a repetition"),
+        ("(ab", "a ( is not closed"),
+        ("ab)", "the ) at 2 closes no group"),
+        ("[ab", "the [ at 0 is not closed"),
+        ("a{x}", "that is not a repetition"),
+        ("x" * 20_001, "20001 characters long"),
+    ],
+)
+def test_a_tool_parameter_pattern_the_converter_cannot_take_is_refused_naming_it(
+    pattern: str, problem: str
+) -> None:
+    err = within(10, lambda: tool_call_gbnf(tool_with({"type": "string", "pattern": pattern})))
+    assert isinstance(err, GrammarError), err
+    assert str(err).startswith(
+        "tool 'f' parameters cannot be decoded with a grammar at /properties/x"
+    )
+    assert problem in str(err)
+
+
+def test_a_refused_response_format_pattern_is_an_error_of_the_request() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"schema": tool_with({"pattern": "]"})[0]}}
+    cache = GrammarCache(lambda gbnf: None)
+    err = within(10, lambda: request_grammar({"response_format": fmt}, cache))
+    assert isinstance(err, GrammarError)
+    assert "at /function/parameters/properties/x: pattern ']': a lone ]" in str(err)
+
+
+def test_a_refused_pattern_is_named_on_one_line_with_its_control_characters_escaped() -> None:
+    err = within(10, lambda: schema_gbnf({"type": "string", "pattern": "a\n\x1b]2;x\u2028"}))
+    assert isinstance(err, GrammarError)
+    assert not any(c in str(err) for c in "\n\x1b\u2028"), str(err)
+    assert "pattern 'a\\n\\x1b]2;x\\u2028': a lone ] at 3" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("parameter", "problem"),
+    [
+        ({"type": "string", "maxLength": 30_000}, "maxLength 30000 asks for more than the 10000"),
+        ({"type": "string", "maxLength": 1_500}, "maxLength 1500 asks for 1500 optional"),
+        ({"type": "string", "minLength": 10**7}, "minLength 10000000 asks for more than"),
+        ({"type": "array", "items": {}, "maxItems": 100_000}, "maxItems 100000 asks for more"),
+        (
+            {"type": "string", "minLength": 5, "maxLength": 2},
+            "minLength 5, maxLength 2 asks for a maximum below",
+        ),
+    ],
+)
+def test_a_repetition_count_llama_cpp_would_crash_or_stall_on_is_refused(
+    parameter: dict[str, Any], problem: str
+) -> None:
+    err = within(10, lambda: tool_call_gbnf(tool_with(parameter)))
+    assert isinstance(err, GrammarError), err
+    assert f"at /properties/x: {problem}" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "gbnf"),
+    [
+        (
+            r"^\d{4}-\d{2}-\d{2}$",
+            'root ::= "\\"" root-1 root-1 root-1 root-1 "-" root-1 root-1 "-" root-1 root-1 '
+            '"\\"" space\nroot-1 ::= [0-9]\nspace ::= " "?',
+        ),
+        (
+            "[a-z]",
+            'dot ::= [^\\x0A\\x0D]\nroot ::= "\\"" dot* [a-z] dot* "\\"" space\nspace ::= " "?',
+        ),
+        (r"^[\d_]+$", 'root ::= "\\"" [0-9_]+ "\\"" space\nspace ::= " "?'),
+    ],
+)
+def test_an_ordinary_pattern_makes_the_grammar_it_made_before_the_checks(
+    pattern: str, gbnf: str
+) -> None:
+    assert schema_gbnf({"type": "string", "pattern": pattern}).strip() == gbnf
+
+
+def test_ordinary_repetitions_and_quantifiers_pass_the_checks() -> None:
+    for pattern in ["^a{0,1000}$", "(a|b){2,}", "^x*?y+?z??$", "((a{0,100}){0,100}){0,100}"]:
+        schema_gbnf({"type": "string", "pattern": pattern})
+    schema_gbnf({"type": "string", "minLength": 3_000, "maxLength": 4_000})
+    schema_gbnf({"type": "array", "items": {"type": "string"}, "maxItems": 1_000})
+
+
 @pytest.mark.parametrize(
     ("response_format", "problem"),
     [
@@ -499,11 +624,60 @@ def test_grammars_are_built_and_checked_once_per_schema(vocab: Vocabulary) -> No
     assert (cache.hits, cache.misses, len(built)) == (1, 4, 4)
 
 
-def test_a_grammar_llama_cpp_refuses_is_an_error_and_not_cached(vocab: Vocabulary) -> None:
+def test_a_grammar_llama_cpp_refuses_is_an_error_remembered_apart_from_the_grammars(
+    vocab: Vocabulary,
+) -> None:
     cache = GrammarCache(vocab_check(vocab.llm))
-    with pytest.raises(GrammarError, match=r"llama\.cpp could not parse the grammar"):
-        cache.get("bad", lambda: "root ::= undefined-rule")
+    built: list[str] = []
+
+    def bad() -> str:
+        built.append("bad")
+        return "root ::= undefined-rule"
+
+    for _ in range(2):
+        with pytest.raises(GrammarError, match=r"llama\.cpp could not parse the grammar"):
+            cache.get("bad", bad)
     assert len(cache) == 0
+    assert (built, cache.hits, cache.misses) == (["bad"], 1, 1)
+
+
+def test_a_hostile_schema_refused_once_is_refused_again_without_building() -> None:
+    cache = GrammarCache(lambda gbnf: None)
+    fmt = {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "]"}}}
+    errors = []
+    for _ in range(2):
+        with pytest.raises(GrammarError, match="a lone ]") as err:
+            request_grammar({"response_format": fmt}, cache)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
+    assert (cache.hits, cache.misses, len(cache)) == (1, 1, 0)
+    tools = tool_with({"type": "string", "pattern": "}"})
+    assert request_grammar({"tools": tools}, cache) is None  # unconstrained, as before
+    assert request_grammar({"tools": tools}, cache) is None
+    assert (cache.hits, cache.misses) == (2, 2)
+
+
+def test_concurrent_requests_for_one_shape_build_it_once() -> None:
+    cache = GrammarCache(lambda gbnf: None)
+    built: list[int] = []
+
+    def slow() -> str:
+        built.append(1)
+        time.sleep(0.3)
+        return 'root ::= "x"'
+
+    threads = [threading.Thread(target=cache.get, args=("k", slow)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert (len(built), cache.misses, cache.hits) == (1, 1, 3)
+
+
+def test_a_grammar_too_large_for_llama_cpp_to_parse_quickly_is_refused() -> None:
+    cache = GrammarCache(lambda gbnf: None)
+    with pytest.raises(GrammarError, match="more than the 256 KB the embedded model takes"):
+        cache.get("big", schema_gbnf, {"enum": list(range(40_000))})
 
 
 def test_the_settings_switch_each_constraint_off(vocab: Vocabulary, toy: Domain) -> None:
