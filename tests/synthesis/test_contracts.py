@@ -176,6 +176,40 @@ def test_each_blueprint_rule_is_stated_and_its_refusal_says_it(
         parse_blueprint(bad, clock=CONFIG.clock)
 
 
+def _transfer_rule(*refuse_when: str) -> dict[str, Any]:
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    raw["agent_rules"].append(
+        {
+            "operation": "request_transfer",
+            "rule": "Transfers are requested at the port office.",
+            "refuse_when": [{"check": c} for c in refuse_when],
+        }
+    )
+    return raw
+
+
+def test_an_agent_rule_never_refuses_outright_what_its_operations_check_allows() -> None:
+    """Car rental run 10's policy allowed extra drivers while the car was out (the operation's
+    check) and forbade them (an agent rule): the blueprint goes back naming both."""
+    text = prompt(blueprint_messages(team.BRIEF, "transport", CONFIG.clock, None, None))
+    assert "A rule never refuses outright a value the operation's own check names as" in text
+    # Written to the rule: the status refused only together with something else.
+    parse_blueprint(
+        _transfer_rule("booking_id.status = 'confirmed' and $new_sailing_id.seats_left < 5"),
+        clock=CONFIG.clock,
+    )
+    parse_blueprint(
+        _transfer_rule("booking_id.status = 'confirmed'", "$new_sailing_id.seats_left < 5"),
+        clock=CONFIG.clock,
+    )
+    with pytest.raises(BlueprintError) as err:
+        parse_blueprint(_transfer_rule("booking_id.status = 'confirmed'"), clock=CONFIG.clock)
+    assert (
+        "refuses request_transfer whenever status is 'confirmed', which request_transfer's "
+        "requires[0] accepts by name"
+    ) in str(err.value)
+
+
 def test_the_data_prompts_constant_rule_is_stated_and_its_refusal_says_it() -> None:
     bp = team.blueprint(CONFIG)
     text = prompt(data_messages(bp, CONFIG.limits(), None, None))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -125,3 +126,38 @@ def test_a_refusal_prompt_shows_the_records_that_refer_to_the_request(ferry: Dom
     assert f"refunds/{refund_key}:" not in records_text(ferry, [walk])
     assert f"refunds/{refund_key}:" in records_text(ferry, [walk], referring=True)
     assert f"refunds/{refund_key}:" in refusal_prompt(ferry, [walk], None)
+
+
+def test_a_check_whose_failure_leaves_another_write_open_makes_no_refusal(ferry: Domain) -> None:
+    """A late cancellation is refused by cancel_booking, but when the line cancelled the
+    sailing the agent claims its refund instead (both end with the booking cancelled): no
+    customer meets that refusal, so the booking is no candidate (car rental run 10's paid late
+    cancellation refused only because the free one applied)."""
+    bp = team.blueprint(CONFIG)
+    (late,) = [
+        r
+        for r in tool_rules(bp)
+        if r.rule == "cancel_booking requires booking_id.sailing_id.departs_at >= now + hours(24)"
+    ]
+    session = ferry.start_session()
+    anchors = [key for _, key in late.anchors(session)]
+    assert anchors, late.explain(session)
+    yesterday = (bp.clock - timedelta(days=1)).isoformat()
+    booking = session.require("bookings", anchors[0])
+    session.update("sailings", booking["sailing_id"], status="cancelled", departs_at=yesterday)
+    assert anchors[0] not in [key for _, key in late.anchors(session)]
+    for key in anchors[1:]:
+        sailing_id = session.require("bookings", key)["sailing_id"]
+        session.update("sailings", sailing_id, status="cancelled", departs_at=yesterday)
+    assert late.anchors(session) == []
+    assert late.explain(session).endswith(
+        "and claim_cancelled_sailing_refund takes each of them instead (a customer would "
+        "never meet this refusal)"
+    )
+    # A check both writes make still refuses: nothing cancels an unconfirmed booking.
+    (status,) = [
+        r
+        for r in tool_rules(bp)
+        if r.rule == "cancel_booking requires booking_id.status = 'confirmed'"
+    ]
+    assert status.anchors(session)

@@ -157,7 +157,9 @@ BLUEPRINT_LANGUAGE = """The language:
   "operation", the "rule" sentence, and "refuse_when": checks (the same expressions) that hold
   exactly when the agent must refuse. Choose rules the data can show (an amount above a limit, a
   date, a flag, a status), and that leave the call otherwise valid. Do not repeat an agent
-  rule in "rules"."""
+  rule in "rules". A rule never refuses outright a value the operation's own check names as
+  allowed (refusing rentals that are 'out' while the check is status in ['reserved', 'out']):
+  take that value out of the check instead."""
 
 
 def blueprint_messages(

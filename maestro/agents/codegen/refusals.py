@@ -89,13 +89,59 @@ def tool_rules(bp: Blueprint) -> list[RefusalRule]:
             # A limit, a date, a count before a status the record is not in: the rules a
             # policy states (no refills left) come first, "it is cancelled already" after.
             for check in sorted(own, key=lambda c: _plain(bp, op, c)):
-                mine.append(_tool_rule(bp, op, param, check, own))
+                mine.append(_tool_rule(bp, op, param, check, own, _alternatives(bp, op, _table)))
         if mine:
             by_op.append(mine)
     out: list[RefusalRule] = []
     for i in range(max((len(m) for m in by_op), default=0)):
         out += [m[i] for m in by_op if i < len(m)]
     return out
+
+
+def _alternatives(bp: Blueprint, op: Operation, table: str) -> list[tuple[Operation, str]]:
+    """The other writes that end where ``op`` does (they set one field of a table to the same
+    constant: a free and a paid cancellation both set the booking's ``status`` to
+    ``'cancelled'``) and take a record of ``table``, each with the parameter that names it. When
+    ``op`` refuses a record that one of them takes, a customer never meets that refusal: the
+    agent uses the other write."""
+    ends = _ends(bp, op)
+    out = []
+    for other in bp.operations:
+        if other is op or other.tool_kind != "write" or not ends & _ends(bp, other):
+            continue
+        for param, t in record_params(bp, other).items():
+            if t == table:
+                out.append((other, param))
+                break
+    return out
+
+
+def _ends(bp: Blueprint, op: Operation) -> set[tuple[str, str, str]]:
+    """Each constant effect of ``op`` as (table, field, value): its paths' heads (``new``, a
+    record parameter, the own record) replaced by the table they stand for."""
+    params = record_params(bp, op)
+    out = set()
+    for path, value in op.sets.items():
+        if not _literal(value):
+            continue
+        head, _, rest = path.rpartition(".")
+        if not head:
+            table = op.table
+        elif head == "new":
+            table = f"new {op.table}"
+        elif head in params:
+            table = params[head]
+        else:
+            continue  # a record two steps away: left out rather than guessed
+        out.add((table, rest, repr(value)))
+    return out
+
+
+def _literal(value: Any) -> bool:
+    """A constant effect (not ``$param``, ``$today``, an adjustment or an expression)."""
+    if isinstance(value, str):
+        return not value.startswith("$")
+    return isinstance(value, int | float | bool)
 
 
 def _plain(bp: Blueprint, op: Operation, check: Condition) -> bool:
@@ -112,11 +158,31 @@ def _plain(bp: Blueprint, op: Operation, check: Condition) -> bool:
 
 
 def _tool_rule(
-    bp: Blueprint, op: Operation, param: str, check: Condition, own: list[Condition]
+    bp: Blueprint,
+    op: Operation,
+    param: str,
+    check: Condition,
+    own: list[Condition],
+    alternatives: list[tuple[Operation, str]],
 ) -> RefusalRule:
     others = [c for c in op.requires if c is not check]
     rest = [c for c in own if c is not check]
     table = record_params(bp, op)[param]
+    # What each alternative's record alone decides: when it all holds, that write is open.
+    open_when = [(alt, p, rooted_at(bp, alt, list(alt.requires), p)) for alt, p in alternatives]
+
+    def served(key: str, session: Session) -> bool:
+        return any(
+            all_hold(bp, alt, checks, {p: key}, session, bp.clock) for alt, p, checks in open_when
+        )
+
+    def refused_only_here(session: Session) -> list[str]:
+        return [
+            key
+            for key in session.keys(table)
+            if not all_hold(bp, op, [check], {param: key}, session, bp.clock)
+            and all_hold(bp, op, rest, {param: key}, session, bp.clock)
+        ]
 
     def applies(args: dict[str, Any], session: Session) -> bool:
         return not all_hold(bp, op, [check], args, session, bp.clock) and all_hold(
@@ -124,16 +190,17 @@ def _tool_rule(
         )
 
     def anchors(session: Session) -> list[tuple[str, str]]:
-        return [
-            (table, key)
-            for key in session.keys(table)
-            if not all_hold(bp, op, [check], {param: key}, session, bp.clock)
-            and all_hold(bp, op, rest, {param: key}, session, bp.clock)
-        ]
+        return [(table, key) for key in refused_only_here(session) if not served(key, session)]
 
     def explain(session: Session) -> str:
-        n = len(session.keys(table))
-        return f"of {n} {table} ({param}), none fails only this check of {op.name}"
+        n, refused = len(session.keys(table)), refused_only_here(session)
+        if not refused:
+            return f"of {n} {table} ({param}), none fails only this check of {op.name}"
+        names = ", ".join(alt.name for alt, _, _ in open_when)
+        return (
+            f"of {n} {table} ({param}), {len(refused)} fail only this check of {op.name}, and "
+            f"{names} takes each of them instead (a customer would never meet this refusal)"
+        )
 
     what = check.check if check.is_expression else f"{check.check} {check.test} {check.value}"
     what += f" (when {check.when})" if check.when else ""

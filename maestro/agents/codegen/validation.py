@@ -29,6 +29,7 @@ from maestro.agents.codegen.conditions import (
     condition_node,
     expression_problem,
     op_scope,
+    own_root,
     params_of,
     record_params,
     resolve,
@@ -37,7 +38,11 @@ from maestro.agents.codegen.conditions import (
 )
 from maestro.agents.codegen.known import desk_key_problems
 from maestro.domains.expressions import (
+    Compare,
     ExpressionError,
+    ListLit,
+    Lit,
+    Member,
     Path,
     Scope,
     VType,
@@ -102,9 +107,11 @@ def blueprint_problems(bp: BlueprintDraft) -> list[str]:
                 f"agent_rules[{i}]: {rule.operation!r} is not an update or create operation"
             )
             continue
+        found = []
         for j, cond in enumerate(rule.refuse_when):
             where = f"agent_rules[{i}].refuse_when[{j}]"
-            problems.extend(condition_problems(bp, target, cond, where))
+            found += condition_problems(bp, target, cond, where)
+        problems += found or _contradiction(bp, target, rule.refuse_when, i, rule.rule)
     tables_shape = shapes(bp)
     for i, law in enumerate(bp.laws):
         try:
@@ -112,6 +119,61 @@ def blueprint_problems(bp: BlueprintDraft) -> list[str]:
         except ExpressionError as exc:
             problems.append(f"laws[{i}] ({law.says[:60]}): {exc}")
     return problems
+
+
+def _contradiction(
+    bp: BlueprintDraft, op: Operation, refuse_when: list[Condition], i: int, rule: str
+) -> list[str]:
+    """An agent rule that refuses, whatever else holds, a value the operation's own check
+    accepts by name (``status in ['reserved', 'out']`` and a rule refusing ``status = 'out'``):
+    the policy would then state both that it is allowed and that it is refused (car rental run
+    10's rules 10 and 17)."""
+    if len(refuse_when) != 1:
+        return []  # the rule refuses a value only together with something else
+    refused = _value_set(bp, op, refuse_when[0])
+    if refused is None:
+        return []
+    for j, cond in enumerate(op.requires):
+        allowed = _value_set(bp, op, cond)
+        if allowed is None or allowed[0] != refused[0] or not allowed[1] & refused[1]:
+            continue
+        both = ", ".join(sorted(allowed[1] & refused[1]))
+        return [
+            f"agent_rules[{i}] ({rule[:60]!r}) refuses {op.name} whenever {refused[0]} is "
+            f"{both}, which {op.name}'s requires[{j}] accepts by name: the policy would say both "
+            f"that it is allowed and that it is refused. Take {both} out of that check (the tool "
+            "then refuses it, a rule of its own) or refuse only together with a further condition"
+        ]
+    return []
+
+
+def _value_set(
+    bp: BlueprintDraft, op: Operation, cond: Condition
+) -> tuple[str, frozenset[str]] | None:
+    """The one field a check tests against named values (``status in [...]``, ``x = 'y'``):
+    its path (the operation's own record's key left out) and the values; None for another check."""
+    if cond.when is not None:
+        return None
+    try:
+        node = condition_node(bp, op, cond)
+    except ExpressionError:
+        return None
+    if isinstance(node, Member) and not node.negated and isinstance(node.options, ListLit):
+        path, options = node.operand, list(node.options.items)
+    elif isinstance(node, Compare) and node.op == "=":
+        path, options = (node.left, [node.right])
+        if isinstance(path, Lit):
+            path, options = node.right, [node.left]
+    else:
+        return None
+    if not isinstance(path, Path) or not all(isinstance(o, Lit) for o in options):
+        return None
+    parts = path.parts
+    root = own_root(bp, op)
+    if not path.dollar and root is not None and parts[0] == root and len(parts) > 1:
+        parts = parts[1:]
+    text = ("$" if path.dollar else "") + ".".join(parts)
+    return text, frozenset(repr(o.value) for o in options if isinstance(o, Lit))
 
 
 def operation_problems(bp: BlueprintDraft, op: Operation) -> list[str]:
