@@ -36,7 +36,18 @@ def synthesize(
     ),
     no_lake: bool = typer.Option(False, "--no-lake", help="Write nothing to the lake."),
     max_iterations: int = typer.Option(3, min=1, max=20, help="Attempts per stage (per tool)."),
-    tasks: int = typer.Option(10, min=1, max=200, help="Walk tasks to synthesize."),
+    tasks: int = typer.Option(
+        10,
+        min=1,
+        max=200,
+        help="Walk tasks to synthesize (at least: see --cover-operations).",
+    ),
+    cover_operations: bool = typer.Option(
+        True,
+        "--cover-operations/--no-cover-operations",
+        help="Grow the walk tasks to one per write operation (and the information requests), "
+        "so every operation the data allows is in some task's gold.",
+    ),
     refusals: int = typer.Option(
         3, min=0, max=50, help="Refusal tasks to synthesize from the agent rules."
     ),
@@ -80,6 +91,7 @@ def synthesize(
         config = SynthesisConfig(
             max_iterations=max_iterations,
             n_tasks=tasks,
+            cover_operations=cover_operations,
             refusals=refusals,
             tool_refusals=tool_refusals,
             min_tasks=min_tasks,
@@ -144,7 +156,15 @@ def _summary(result: SynthesisResult) -> dict[str, object]:
             {"stage": e.stage, "attempt": e.attempt, "outcome": e.outcome, "tokens": e.tokens}
             for e in result.events
         ],
-        "rejected_tasks": len(result.rejected_tasks),
+        "rejected_tasks": sum(
+            not line.startswith("not_covered: ") for line in result.rejected_tasks
+        ),
+        # The write operations in no task's gold, each with why.
+        "not_covered": [
+            line.removeprefix("not_covered: ")
+            for line in result.rejected_tasks
+            if line.startswith("not_covered: ")
+        ],
     }
 
 

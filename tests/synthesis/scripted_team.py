@@ -817,7 +817,7 @@ def task_replies(
         with load_sandboxed_domain(root, check_gold=False) as domain:
             walks, plans = plan_walks(
                 domain,
-                n=config.n_tasks,
+                n=config.walk_target(sum(op.tool_kind == "write" for op in bp.operations)),
                 seed=config.seed + attempt - 1,
                 refusals=config.refusals,
                 rules=refusal_rules(bp),

@@ -21,8 +21,8 @@ from tests.synthesis import scripted_team as team
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 BRIEF = team.BRIEF
 #: Fewer tasks than the defaults, to keep these runs short; the options that ask for them.
-CONFIG = SynthesisConfig(n_tasks=4, refusals=1, min_tasks=3)
-SIZES = ("--tasks", "4", "--refusals", "1", "--min-tasks", "3")
+CONFIG = SynthesisConfig(n_tasks=4, refusals=1, min_tasks=3, cover_operations=False)
+SIZES = ("--tasks", "4", "--no-cover-operations", "--refusals", "1", "--min-tasks", "3")
 
 
 def env_for(server: ScriptedServer, tmp: Path) -> dict[str, str]:
@@ -107,7 +107,7 @@ from maestro.agents.codegen import Brief, SynthesisConfig
 from maestro.flows.synthesis import SynthesisParams, synthesis_flow
 params = SynthesisParams(
     briefs=[Brief(text=sys.argv[1], industry="transport")], per_night=1,
-    config=SynthesisConfig(n_tasks=4, refusals=1, min_tasks=3), runs_dir=sys.argv[2],
+    config=SynthesisConfig(n_tasks=4, refusals=1, min_tasks=3, cover_operations=False), runs_dir=sys.argv[2],
 )
 print(json.dumps(synthesis_flow(params, run_id="night1")))
 """

@@ -522,9 +522,17 @@ def coverage_lines(bp: Blueprint, tasks: list[Any], rejected: list[str]) -> list
     ]
     missing = [r.rule for r in bp.agent_rules if r.rule not in rules]
     reasons = rejections_by_reason(rejected)
+    why = dict(
+        str(line).split(": ", 2)[1:]
+        for line in rejected
+        if str(line).startswith("not_covered: ") and str(line).count(": ") >= 2
+    )
+    never = [
+        f"{name} ({why[name]})" if name in why else name for name in cov["tools_never_in_gold"]
+    ]
     return [
         f"operations in some task's gold: {cov['tools_in_gold']} of {cov['tools']}; in none: "
-        + (", ".join(cov["tools_never_in_gold"]) or "(none)"),
+        + (", ".join(never) or "(none)"),
         "tasks by kind: " + ", ".join(f"{k} {v}" for k, v in cov["task_kinds"].items()),
         f"agent rules with a refusal task: {len(rules)} of {len(bp.agent_rules)}; without: "
         + ("; ".join(missing) or "(none)"),

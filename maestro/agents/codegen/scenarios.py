@@ -107,6 +107,8 @@ class TaskSynthesis:
     rejected: list[tuple[str, str]] = field(default_factory=list)
     usage: SynthesisUsage = field(default_factory=SynthesisUsage)
     walks: int = 0
+    #: The write operations in no task's gold, each ``"<name>: <why>"`` (:func:`not_covered`).
+    not_covered: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -268,6 +270,38 @@ def _applies(rule: RefusalRule, start: Session) -> Callable[[Walk], bool]:
     return keep
 
 
+def not_covered(
+    domain: Domain,
+    walks: Sequence[Walk],
+    tasks: Sequence[Task],
+    asked: int,
+    seed: int,
+    guide: WalkGuide | None,
+) -> list[str]:
+    """The write operations in no new task's gold nor the domain's own, each
+    ``"<name>: <why>"``: fewer walks asked for than writes, none grounded from it (each
+    walk starts with the write that has the fewest so far, so a write left out had its turns and
+    found nothing), or its walks' tasks rejected."""
+    names = sorted(w.name for w in build_tool_graph(domain, seed=seed, guide=guide).writes())
+    in_gold = {a.name for t in [*domain.tasks, *tasks] for a in t.gold_actions}
+    walked = {s.name for w in walks for s in w.writes}
+    out = []
+    for name in names:
+        if name in in_gold:
+            continue
+        if name in walked:
+            why = "its walks' tasks were rejected (see their reasons)"
+        elif asked < len(names):
+            why = f"{asked} write walks were asked for and the domain has {len(names)} writes"
+        else:
+            why = (
+                "no walk from it was grounded (no record its checks accept that a customer "
+                "can reach, or each request drawn was made already)"
+            )
+        out.append(f"{name}: {why}")
+    return out
+
+
 async def synthesize_tasks(
     domain: Domain,
     client: ChatClient,
@@ -345,6 +379,7 @@ async def synthesize_tasks(
             continue
         ids.add(task.id)
         out.tasks.append(task)
+    out.not_covered = not_covered(domain, walks, out.tasks, n - min(asks, n), seed, guide)
     return out
 
 

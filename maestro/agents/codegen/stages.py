@@ -500,12 +500,13 @@ class SynthesisTeam:
         root = self._package(state, {**state["files"], "tasks.jsonl": kept_lines})
         seed = cfg.seed + attempts["tasks"] - 1  # a retry samples other walks
         dropped = [Task.model_validate_json(line) for line in state.get("dropped_tasks", [])]
+        target = cfg.walk_target(sum(op.tool_kind == "write" for op in bp.operations))
         try:
             with load_sandboxed_domain(root, self.limits, check_gold=False) as domain:
                 found = await synthesize_tasks(
                     domain,
                     self.client,
-                    n=max(0, cfg.n_tasks - (len(kept) - refusals_kept)),
+                    n=max(0, target - (len(kept) - refusals_kept)),
                     seed=seed,
                     refusals=max(0, cfg.refusals - (refusals_kept - tool_kept)),
                     rules=refusal_rules(bp),
@@ -522,6 +523,10 @@ class SynthesisTeam:
             return self._failed(state, att, "tasks", error, attempts=attempts)
         rejected = state.get("rejected_tasks", []) + [
             f"{reason}: {detail}" for reason, detail in found.rejected
+        ]
+        # What no task covers, from this attempt only (the reviewer's coverage reads them).
+        rejected = [r for r in rejected if not r.startswith("not_covered: ")] + [
+            f"not_covered: {line}" for line in found.not_covered
         ]
         made = kept + found.tasks
         refusals = sum(t.category == "refusal" for t in made)

@@ -35,6 +35,9 @@ class SynthesisConfig(BaseModel):
     catalog_records: int = Field(10, ge=1, le=1_000)
     #: Walk tasks and refusal tasks asked for.
     n_tasks: int = Field(10, ge=1, le=200)
+    #: Walk tasks grow to one per write operation, the information requests beside them, so
+    #: every operation the data allows is in some task's gold (``n_tasks`` is then the least).
+    cover_operations: bool = True
     refusals: int = Field(3, ge=0, le=50)
     #: Of the walk tasks, up to this many are information requests (a quote, a status: the
     #: customer asks, the agent reads and tells, nothing changes).
@@ -51,6 +54,12 @@ class SynthesisConfig(BaseModel):
     clock: datetime = DEFAULT_CLOCK
     #: Deadline of one run of the graph; past it the synthesis stops as a crash (resumable).
     deadline_s: float = Field(7200.0, gt=0)
+
+    def walk_target(self, writes: int) -> int:
+        """The walk tasks asked for, for a domain of ``writes`` write operations."""
+        if not self.cover_operations:
+            return self.n_tasks
+        return min(200, max(self.n_tasks, writes + self.information))
 
     @model_validator(mode="after")
     def _reachable(self) -> SynthesisConfig:
