@@ -236,6 +236,37 @@ def bounded_prompt_cache(capacity_bytes: int) -> Any:
     return BoundedRAMCache(capacity_bytes=capacity_bytes)
 
 
+#: The largest request body taken: a full context (16k tokens) with its tools is under 1 MiB;
+#: a 57 MB body of small JSON values held 1.7 GB once parsed (fifth red team).
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+
+class GenerationStalled(RuntimeError):
+    """An answer token took longer than the server allows."""
+
+
+class TokenPace:
+    """A logits processor that stops an answer whose token took past ``limit_s`` (the first one
+    aside: it follows the prompt's evaluation). The time goes to llama.cpp's grammar check in an
+    ambiguous grammar, in C and uninterruptible, so the answer is stopped at the next token."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self._last: float | None = None
+        self.tokens = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        now = time.monotonic()
+        if self._last is not None and now - self._last > self.limit_s:
+            raise GenerationStalled(
+                f"answer token {self.tokens + 1} took {now - self._last:.1f} s, more than the "
+                f"{self.limit_s:g} s allowed (token_deadline_s): the request's grammar is too "
+                "ambiguous to decode"
+            )
+        self._last, self.tokens = now, self.tokens + 1
+        return scores
+
+
 def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     """An OpenAI-compatible app around one llama.cpp model; requests are served one at a time.
 
@@ -245,7 +276,7 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     Grammars are made off the event loop, converted in a child process, so a request's schema
     never stalls the other requests.
     """
-    from llama_cpp import Llama
+    from llama_cpp import Llama, LogitsProcessorList
 
     # Imported here: llama_cpp loads its native library (0.1 s), which only the server needs.
     from maestro.agents.grammar import (
@@ -275,6 +306,7 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
     def generate(body: dict[str, Any], grammar: LlamaGrammar | None) -> dict[str, Any]:
         tools = body.get("tools") or None
         plain = to_plain_messages(body.get("messages") or [], tools)
+        paced = LogitsProcessorList([TokenPace(settings.token_deadline_s)])
         result: Any = llm.create_chat_completion(
             messages=plain,  # type: ignore[arg-type]
             temperature=float(body.get("temperature", 0.0)),
@@ -282,6 +314,7 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
             max_tokens=int(body.get("max_tokens") or 512),
             seed=body.get("seed"),
             grammar=grammar,
+            logits_processor=paced,
         )
         choice = result["choices"][0]
         text = choice["message"].get("content") or ""
@@ -347,7 +380,7 @@ def build_app(settings: EmbeddedModelSettings, path: Path) -> web.Application:
         builds.close()
         grammar_threads.shutdown(wait=False, cancel_futures=True)
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
     app.on_cleanup.append(close)

@@ -185,21 +185,30 @@ def _pattern_problem(pattern: str) -> str | None:
     Its pattern parser never advances past a ``]`` or ``}`` it does not expect (a class
     ``[]a]`` ends at the first ``]``, leaving one): the request hung the server. So this walks
     the pattern as that parser does and refuses what it would loop on, crash on, or silently
-    write as something else.
+    write as something else. It refuses too what llama.cpp would crash or stall on while it
+    decodes: a NUL the pattern requires (no token makes one: llama.cpp aborts the server), and
+    a group holding a variable repetition repeated again (``(a{0,9}){0,9}``, ``(a+)+``): each
+    is a grammar whose parses multiply with every token, and the grammar check of one token took
+    from 0.02 s to over a minute within a few tokens.
     """
     depth, i, n = 0, 0, len(pattern)
+    varied = [False]  # per open group: whether it holds a variable repetition
+    closed: bool | None = None  # just after a ")": whether that group held one
     if n > _MAX_PATTERN_CHARS:
         return (
             f"it is {n} characters long, more than the {_MAX_PATTERN_CHARS} a grammar is made for"
         )
     last = "start"  # what a quantifier would apply to: start, item, quantified or lazy
     while i < n:
-        c, was = pattern[i], last
-        last = "item"
+        c, was, group_varied = pattern[i], last, closed
+        last, closed = "item", None
         if c == "\\":
             if i + 1 == n:
                 return "it ends in a lone \\"
             esc = pattern[i + 1]
+            nul = _NUL_ESCAPE.match(pattern, i)
+            if nul:
+                return f"a NUL character ({nul.group(0)}) at {i}, which no token can make"
             if esc.isdigit():
                 return f"a backreference \\{esc} at {i}, which a grammar cannot express"
             if esc in _UNSUPPORTED_ESCAPES:
@@ -213,6 +222,8 @@ def _pattern_problem(pattern: str) -> str | None:
                 j += 2 if pattern[j] == "\\" else 1
             if j >= n:
                 return f"the [ at {i} is not closed"
+            if pattern[i + 1] != "^" and _NUL_ESCAPE.fullmatch(pattern, i + 1, j):
+                return f"the class at {i} holds only a NUL character, which no token can make"
             i = j + 1
         elif c in "]}":
             return f"a lone {c} at {i} (write \\{c} for the character)"
@@ -222,10 +233,13 @@ def _pattern_problem(pattern: str) -> str | None:
                     f"the (? at {i}: lookarounds, non-capturing and named groups are not supported"
                 )
             depth, last, i = depth + 1, "start", i + 1
+            varied.append(False)
         elif c == ")":
             if depth == 0:
                 return f"the ) at {i} closes no group"
             depth, i = depth - 1, i + 1
+            closed = varied.pop()
+            varied[-1] = varied[-1] or closed
         elif c == "|":
             last, i = "start", i + 1
         elif c in "*+?{":
@@ -236,6 +250,14 @@ def _pattern_problem(pattern: str) -> str | None:
                     return problem
             if was == "start":
                 return f"the {pattern[i:end]} at {i} has nothing to repeat"
+            low, high = _bounds(pattern[i:end])
+            if low != high:
+                if group_varied and (high is None or high > 1):
+                    return (
+                        f"the {pattern[i:end]} at {i} repeats a group that holds a repetition "
+                        "of its own: llama.cpp's grammar check slows exponentially on it"
+                    )
+                varied[-1] = True
             if was == "quantified" and c == "?" and pattern[i - 1] in "*+?":
                 last = "lazy"  # x*? is x* to a grammar: the same language
             elif was != "item":
@@ -248,6 +270,19 @@ def _pattern_problem(pattern: str) -> str | None:
         else:
             i += 1
     return "a ( is not closed" if depth else None
+
+
+_NUL_ESCAPE = re.compile(r"\\(?:0(?![0-9])|x00|u0000|U00000000|c@)")
+
+
+def _bounds(quantifier: str) -> tuple[int, int | None]:
+    """The least and most repetitions of ``*``, ``+``, ``?`` or ``{...}`` (None: unbounded)."""
+    if quantifier in ("*", "+", "?"):
+        return {"*": (0, None), "+": (1, None), "?": (0, 1)}[quantifier]
+    m = _QUANTIFIER.fullmatch(quantifier)
+    assert m is not None  # checked by _quantifier_problem
+    low = _count(m.group(1)) if m.group(1) else 0
+    return low, low if m.group(2) is None else (_count(m.group(3)) if m.group(3) else None)
 
 
 def _pattern_body(pattern: str) -> str:
@@ -290,8 +325,35 @@ def _anchored(schema: Any, where: str = "") -> Any:
             tail = "" if _anchored_end(value) else ".*$"
             out[key] = f"{head}{value}{tail}" if head or tail else value
         else:  # data too (a const, examples): a $ref may point into it
+            if key in ("const", "enum"):
+                problem = _literal_problem(value)
+                if problem:
+                    raise _Located(f"{where}/{key}", ValueError(problem))
             out[key] = _anchored(value, f"{where}/{key}")
     return out
+
+
+#: What a JSON string holds only escaped; the converter writes it into the grammar raw (a NUL
+#: no token makes, so llama.cpp aborts the server; a control character, JSON that does not
+#: parse), or a lone surrogate, which is no UTF-8 at all.
+_UNWRITABLE = re.compile(r"[\x00-\x1f\ud800-\udfff]")
+
+
+def _literal_problem(value: Any, depth: int = 0) -> str | None:
+    """Why a ``const`` or ``enum`` value cannot be decoded with a grammar, or None."""
+    if isinstance(value, str):
+        m = _UNWRITABLE.search(value)
+        if m:
+            what = "a NUL" if m.group(0) == "\x00" else f"the character {m.group(0)!a}"
+            return f"a string value holds {what}, which a grammar cannot make as JSON"
+    elif isinstance(value, list | dict) and depth < 64:
+        items = value.values() if isinstance(value, dict) else value
+        keys = list(value) if isinstance(value, dict) else []
+        for item in [*keys, *items]:
+            problem = _literal_problem(item, depth + 1)
+            if problem:
+                return problem
+    return None
 
 
 def _is_int(value: Any) -> bool:
@@ -762,6 +824,26 @@ def _build_one(line: bytes, deadline_s: float) -> dict[str, str]:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+#: The most JSON values (objects, lists, strings, numbers) a request's schemas may hold: a
+#: blueprint's schema holds 301 and the library domains' tool lists 384-451 (measured).
+MAX_SCHEMA_NODES = 50_000
+
+
+def _nodes_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds more than ``limit`` JSON values (counted without recursion)."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def request_grammar(
     body: dict[str, Any], cache: GrammarCache, *, schemas: bool = True, tool_calls: bool = True
 ) -> LlamaGrammar | None:
@@ -773,6 +855,12 @@ def request_grammar(
     answer = response_format_schema(body.get("response_format")) if schemas else None
     tools = body.get("tools") or None
     choice = body.get("tool_choice")
+    for name, value in (("response_format", answer), ("tools", tools)):
+        if value is not None and _nodes_over(value, MAX_SCHEMA_NODES):
+            raise GrammarError(
+                f"the {name} schema holds more than the {MAX_SCHEMA_NODES} values a grammar is "
+                "made for"
+            )
     # With a response_format and tools, only the combined grammar lets the model do either.
     if tools and choice != "none" and (tool_calls or answer is not None):
         key = ["tools", tools, choice, answer]

@@ -82,6 +82,10 @@ class EmbeddedModelSettings(BaseModel):
     #: Seconds a schema may take to become a grammar before its build (in a child process) is
     #: killed and the request refused; ordinary schemas take milliseconds.
     grammar_build_s: float = Field(10.0, gt=0)
+    #: Seconds one answer token may take, the first aside (it follows the prompt's evaluation):
+    #: past it the answer stops with an error. A token takes about 25 ms here; a grammar whose
+    #: parses multiply (an ambiguous schema) made each token's check 4-5x slower than the last.
+    token_deadline_s: float = Field(3.0, gt=0)
     n_threads: int | None = None
     host: str = "127.0.0.1"
     port: int = 0

@@ -385,6 +385,15 @@ def tool_with(parameter: dict[str, Any]) -> list[dict[str, Any]]:
         ("[ab", "the [ at 0 is not closed"),
         ("a{x}", "that is not a repetition"),
         ("x" * 20_001, "20001 characters long"),
+        # Fifth red team: llama.cpp aborted the server on a NUL no token can make, and its
+        # grammar check stalled generation on a repetition of a repetition (0.02 s a token,
+        # then 0.6, 2.3, ... past 57 s by the second token at 200).
+        ("^\\x00$", "a NUL character (\\x00) at 0, which no token can make"),
+        ("a\\0", "a NUL character (\\0) at 1"),
+        ("^[\\u0000]$", "the class at 0 holds only a NUL character"),
+        ("^(a{0,200}){0,200}$", "the {0,200} at 10 repeats a group that holds a repetition"),
+        ("(a+)+", "the + at 4 repeats a group that holds a repetition of its own"),
+        ("((a{0,100}){0,100}){0,100}", "the {0,100} at 11 repeats a group"),
     ],
 )
 def test_a_tool_parameter_pattern_the_converter_cannot_take_is_refused_naming_it(
@@ -396,6 +405,24 @@ def test_a_tool_parameter_pattern_the_converter_cannot_take_is_refused_naming_it
         "tool 'f' parameters cannot be decoded with a grammar at /properties/x"
     )
     assert problem in str(err)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        # The converter writes a JSON escape into the grammar raw: a NUL aborted the server.
+        ({"const": "a\u0000b"}, "/const: a string value holds a NUL"),
+        ({"enum": ["ok", "\ud800"]}, "/enum: a string value holds the character '\\ud800'"),
+        ({"const": {"k": ["a\nb"]}}, "/const: a string value holds the character '\\n'"),
+    ],
+)
+def test_a_const_or_enum_string_the_grammar_would_write_raw_is_refused(
+    value: dict[str, Any], problem: str
+) -> None:
+    err = within(10, lambda: tool_call_gbnf(tool_with(value), "required"))
+    assert isinstance(err, GrammarError), err
+    assert f"at /properties/x{problem}" in str(err)
+    schema_gbnf({"enum": ["a", "b c", "d-e"]})  # ordinary values pass
 
 
 def test_a_refused_response_format_pattern_is_an_error_of_the_request() -> None:
@@ -456,7 +483,7 @@ def test_an_ordinary_pattern_makes_the_grammar_it_made_before_the_checks(
 
 
 def test_ordinary_repetitions_and_quantifiers_pass_the_checks() -> None:
-    for pattern in ["^a{0,1000}$", "(a|b){2,}", "^x*?y+?z??$", "((a{0,100}){0,100}){0,100}"]:
+    for pattern in ["^a{0,1000}$", "(a|b){2,}", "^x*?y+?z??$", r"^(\d{3}-)*\d{4}$", "(a+)?b"]:
         schema_gbnf({"type": "string", "pattern": pattern})
     schema_gbnf({"type": "string", "minLength": 3_000, "maxLength": 4_000})
     schema_gbnf({"type": "array", "items": {"type": "string"}, "maxItems": 1_000})
