@@ -5,7 +5,9 @@ limit ("2 checked bags", "$45", "2026-02-16", "Riverside"). A message states it 
 words appear in it in order, side by side, with case, punctuation and number formatting set
 aside: "$1,510.94" is stated by "1510.94 dollars", "150.00" by "$150", "basic-economy" by "Basic
 Economy", "R30133" by "room R30133.", "the current limit" by "your current limit" (one
-determiner for another). A sentence is not a fact: a careful agent never repeats a
+determiner for another), "basic fare" by "basic fares", "late fee 175.0" by "a late fee of
+$175.00", "2025-12-28T14:45:00" by "December 28, 2025 at 2:45 PM" (dates and times read in one
+form, and up to two connectors such as "of" or "at" before a number). A sentence is not a fact: a careful agent never repeats a
 policy's sentence word for word, so ``communicate_info`` refuses one (at synthesis and at load).
 """
 
@@ -49,13 +51,70 @@ def _number(token: str) -> str:
     return sign + body
 
 
+_MONTHS = {
+    name: i
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+#: "december 28, 2025", "dec. 28th 2025"; "28 december 2025".
+_MONTH_FIRST = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b")
+_DAY_FIRST = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? ({_MONTH})\.?,? (\d{{4}})\b")
+#: An ISO datetime's "t" between its date and time ("2025-12-28t14:45:00", case folded).
+_ISO_T = re.compile(r"(\d{4}-\d{2}-\d{2})t(\d{1,2}:\d{2})")
+#: "2:45 pm", "2 p.m.", "11:05am".
+_TWELVE = re.compile(r"\b(\d{1,2})(?::(\d{2}))? ?([ap])\.?m\b\.?")
+#: A time's zero seconds and its hour's leading zero ("09:30:00" is "9:30").
+_SECONDS = re.compile(r"\b(\d{1,2}:\d{2}):00\b")
+_HOUR_ZERO = re.compile(r"\b0(\d:\d{2})\b")
+
+
+def _calendar(text: str) -> str:
+    """Dates and times as one form: month names to ISO dates, a datetime's ``T`` to a space,
+    12-hour times to 24-hour ones, zero seconds and an hour's leading zero dropped, so
+    "December 28, 2025 at 2:45 PM" and "2025-12-28T14:45:00" say the same (case folded)."""
+
+    def iso(year: str, month: str, day: str) -> str:
+        return f"{year}-{_MONTHS[month]:02d}-{int(day):02d}"
+
+    def twelve(m: re.Match[str]) -> str:
+        hour, minute = int(m.group(1)), m.group(2) or "00"
+        if not 1 <= hour <= 12:
+            return m.group(0)
+        hour = hour % 12 + (12 if m.group(3) == "p" else 0)
+        return f"{hour}:{minute}"
+
+    text = _MONTH_FIRST.sub(lambda m: iso(m.group(3), m.group(1), m.group(2)), text)
+    text = _DAY_FIRST.sub(lambda m: iso(m.group(3), m.group(2), m.group(1)), text)
+    text = _ISO_T.sub(r"\1 \2", text)
+    text = _TWELVE.sub(twelve, text)
+    text = _SECONDS.sub(r"\1", text)
+    return _HOUR_ZERO.sub(r"\1", text)
+
+
 def fact_tokens(text: str) -> list[str]:
     """The words and numbers of ``text``, in compatibility form (NFKC: fullwidth and other
     digits as 0-9) and case folded; thousands separators and trailing zeros of decimals
     dropped ("$1,510.90" -> ["1510.9"]); a minus sign before a number kept ("-5"); hyphens
     between words read as spaces; a number keeps its inner . : / - ("2026-02-16", "9:30")."""
     folded = _DIGIT_COMMA.sub("", unicodedata.normalize("NFKC", text).casefold())
-    folded = unicodedata.normalize("NFKC", folded)
+    folded = _calendar(unicodedata.normalize("NFKC", folded))
     out: list[str] = []
     i, n = 0, len(folded)
     while i < n:
@@ -105,8 +164,39 @@ DETERMINERS = frozenset(
 )
 
 
+#: Words a careful agent puts before a value ("a late fee of $175", "returned on 2025-12-28
+#: at 14:45"): in a message, up to two of them may stand before a fact's number.
+CONNECTORS = frozenset({"of", "is", "was", "are", "were", "be", "at", "on", "for", "to", "by"})
+
+
 def _same(have: str, want: str) -> bool:
-    return have == want or (have in DETERMINERS and want in DETERMINERS)
+    if have == want or (have in DETERMINERS and want in DETERMINERS):
+        return True
+    # One and many of a thing ("basic fare" and "basic fares"): a word, not a number or code.
+    short, long_ = sorted((have, want), key=len)
+    return len(short) >= 3 and short.isalpha() and long_ in (short + "s", short + "es")
+
+
+def _stated_at(have: list[str], i: int, want: list[str]) -> bool:
+    """Whether ``want`` is stated from ``have[i]``: each token next, or (before a number) after
+    at most two connectors in all."""
+    if not _same(have[i], want[0]):
+        return False
+    j, skips = i + 1, 0
+    for w in want[1:]:
+        number = w[:1].isdigit() or (w[:1] == "-" and w[1:2].isdigit())
+        while (
+            number
+            and j < len(have)
+            and skips < 2
+            and not _same(have[j], w)
+            and have[j] in CONNECTORS
+        ):
+            j, skips = j + 1, skips + 1
+        if j >= len(have) or not _same(have[j], w):
+            return False
+        j += 1
+    return True
 
 
 #: A fact of words alone, this short, is stated by its words side by side in any order ("a
@@ -127,10 +217,7 @@ def states_tokens(have: list[str], item: str) -> bool:
     n = len(want)
     if n > len(have):
         return False
-    if any(
-        all(_same(h, w) for h, w in zip(have[i : i + n], want, strict=True))
-        for i in range(len(have) - n + 1)
-    ):
+    if any(_stated_at(have, i, want) for i in range(len(have) - n + 1)):
         return True
     if n > UNORDERED_WORDS or n < 2 or any(ch.isdigit() for w in want for ch in w):
         return False

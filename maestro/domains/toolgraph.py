@@ -630,7 +630,9 @@ def _drawn_together(
 _PROSE_WORDS = 3
 #: A database value this long or shorter (in words) is a name a text can mention.
 _NAME_WORDS = 4
-_NAMES: dict[int, tuple[weakref.ref[Domain], frozenset[str]]] = {}
+_NAMES: dict[int, tuple[weakref.ref[Domain], frozenset[str], frozenset[float]]] = {}
+#: A sum of money in a text: a currency sign before it, or cents after a point ("$321.00").
+_MONEY = re.compile(r"(?:[$£€]\s?(\d[\d,]*(?:\.\d+)?)|\b(\d[\d,]*\.\d\d)\b)")
 _TOKEN = re.compile(r"[^\W_][\w'.&/-]*", re.UNICODE)
 _EDGE = ".,;:'/&-"
 
@@ -659,44 +661,79 @@ def _is_name(value: str) -> bool:
     return bool(lettered) and all(w[0].isupper() for w in lettered)
 
 
-def _db_names(domain: Domain) -> frozenset[str]:
-    """Every name the domain's database holds, case-folded (computed once per domain)."""
+def numbers(value: Any) -> Iterator[float]:
+    """Every number inside a JSON value (booleans aside)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, int | float) and not isinstance(node, bool):
+            yield round(float(node), 2)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _money(text: str) -> set[float]:
+    """The sums of money a text names."""
+    out = set()
+    for m in _MONEY.finditer(text):
+        digits = (m.group(1) or m.group(2)).replace(",", "")
+        try:
+            out.add(round(float(digits), 2))
+        except ValueError:
+            continue
+    return out
+
+
+def _db_names(domain: Domain) -> tuple[frozenset[str], frozenset[float]]:
+    """Every name and every number the domain's database holds, names case-folded (computed
+    once per domain)."""
     got = _NAMES.get(id(domain))
     if got is not None and got[0]() is domain:
-        return got[1]
+        return got[1], got[2]
     session = domain.start_session()
-    found = {
-        " ".join(w.rstrip(_EDGE) for w in _TOKEN.findall(v.casefold()))
-        for table in domain.tables
-        for record in session.scan(table)
-        for v in strings(record)
-        if _is_name(v)
-    }
+    found: set[str] = set()
+    amounts: set[float] = set()
+    for table in domain.tables:
+        for record in session.scan(table):
+            found |= {
+                " ".join(w.rstrip(_EDGE) for w in _TOKEN.findall(v.casefold()))
+                for v in strings(record)
+                if _is_name(v)
+            }
+            amounts.update(numbers(record))
     names = frozenset(n for n in found if n)
     if len(_NAMES) >= 32:
         _NAMES.pop(next(iter(_NAMES)))
-    _NAMES[id(domain)] = (weakref.ref(domain), names)
-    return names
+    _NAMES[id(domain)] = (weakref.ref(domain), names, frozenset(amounts))
+    return names, frozenset(amounts)
 
 
 def _own_story(scope: Scope, values: list[Any]) -> list[Any]:
-    """The values that fit the conversation: a text of several words (a description, a note)
-    drawn from another record may name that record's things (a Honda CR-V in Los Angeles for
-    a Mazda3 returned in Washington); those are left out. Other values are kept as they are."""
+    """The values that fit the conversation: a text of several words (a description, a note,
+    a dispute's reason) drawn from another record may name that record's things (a Honda CR-V
+    in Los Angeles for a Mazda3 returned in Washington; "this $321.00 charge" for a charge of
+    $339.70); those are left out. Other values are kept as they are."""
     prose = [v for v in values if isinstance(v, str) and len(v.split()) >= _PROSE_WORDS]
     if not prose:
         return values
-    names = _db_names(scope.domain)
+    names, amounts = _db_names(scope.domain)
     held: set[str] = set()
+    held_amounts: set[float] = set()
     for _, _, record in scope.known:
         for v in strings(record):
             held |= _grams(v)
+        held_amounts.update(numbers(record))
     foreign = names - held
-    return [
-        v
-        for v in values
-        if not (isinstance(v, str) and len(v.split()) >= _PROSE_WORDS) or not _grams(v) & foreign
-    ]
+    foreign_amounts = amounts - held_amounts
+
+    def fits(v: Any) -> bool:
+        if not (isinstance(v, str) and len(v.split()) >= _PROSE_WORDS):
+            return True
+        return not _grams(v) & foreign and not _money(v) & foreign_amounts
+
+    return [v for v in values if fits(v)]
 
 
 def _column_values(scope: Scope, p: ParamSource) -> list[Any]:

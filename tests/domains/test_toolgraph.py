@@ -131,10 +131,32 @@ def test_a_text_drawn_from_another_record_never_names_that_records_things(hotel:
     assert kept == [plain, own, *short]
 
 
+def test_a_text_naming_another_records_sum_of_money_is_left_out(hotel: Domain) -> None:
+    """The bank's dispute reasons were other disputes' ("this $321.00 charge is unauthorized"
+    for a charge of $339.70, bank run of 2026-12-03): a sum the database holds but the
+    conversation does not is another record's story."""
+    from maestro.domains.toolgraph import Scope, _db_names, _own_story, numbers
+
+    session = hotel.start_session()
+    scope = Scope.of(hotel, session)
+    [account] = session.scan("loyalty_accounts", lambda r: r["loyalty_id"] == "LK1046278")
+    scope.known.append(("loyalty_accounts", "LK1046278", account))
+    _, amounts = _db_names(hotel)
+    held = set(numbers(account))
+    foreign = sorted(a for a in amounts - held if a >= 10)[0]
+    mine = sorted(held)[-1]
+    absent = next(x / 100 for x in range(1001, 99999) if x / 100 not in amounts)
+    other = f"I never stayed there; this ${foreign:,.2f} charge is not mine"
+    own = f"Please explain the {mine:.2f} on my account"
+    made_up = f"A refund of ${absent:.2f} was promised to me"
+    assert _own_story(scope, [other, own, made_up]) == [own, made_up]
+
+
 def test_the_names_a_text_may_mention_are_names_not_phrases(hotel: Domain) -> None:
     from maestro.domains.toolgraph import _db_names
 
-    names = _db_names(hotel)
+    names, amounts = _db_names(hotel)
+    assert amounts and all(isinstance(a, float) for a in amounts)
     assert {"austin", "larkspur boston seaport", "g1001", "michael", "2026-01-18"} <= names
     assert "near the elevator" not in names  # a phrase (a preference), not a name
     assert "checked_out" not in names and "2 queen beds" not in names

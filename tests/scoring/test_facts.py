@@ -37,6 +37,14 @@ TOY = Path(__file__).parents[1] / "fixtures" / "toy"
         # Words alone, side by side in another order (a pharmacy's careful agent said "you
         # have a pending refill" for "a refill pending" and scored 0).
         ("You have a pending refill, so no change today.", "a refill pending"),
+        # A careful agent's own words for a capable model's facts (2026-12-03 checks): the
+        # plural, connectors before a number, and dates and times as people write them.
+        ("Seats on basic fares are assigned at check-in.", "basic fare"),
+        ("There is a late fee of $175.00 on that return.", "late fee 175.0"),
+        ("It was returned on December 28, 2025 at 2:45 PM.", "2025-12-28T14:45:00"),
+        ("Returned 28 Dec 2025, 2:45 p.m.", "2025-12-28 14:45"),
+        ("Your pickup is at 09:30:00 on 2026-01-06.", "9:30"),
+        ("The flight leaves Jan. 6th, 2026 at 7 am.", "2026-01-06 7:00"),
     ],
 )
 def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, item: str) -> None:
@@ -58,6 +66,13 @@ def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, i
         ("That is 2 times the old limit.", "2 times the current limit"),
         ("A refill was pending last week.", "a refill pending"),  # not side by side
         ("The team pharmacy specialty desk", "specialty pharmacy team desk now"),  # 5 words
+        ("There is a late fee of $75.00 on that return.", "late fee 175.0"),
+        ("It was returned on December 27, 2025 at 2:45 PM.", "2025-12-28T14:45:00"),
+        ("It was returned on December 28, 2025 at 2:45 AM.", "2025-12-28T14:45:00"),
+        ("The fee is not of 175.", "late fee 175"),
+        ("The fee is waived: of it, at most 175 is due.", "fee 175"),  # three connectors
+        ("A bus is due.", "bu"),  # a plural is of a word of three letters or more
+        ("Codes AB12s apply.", "AB12"),  # a code has no plural
     ],
 )
 def test_a_fact_is_not_stated_by_a_part_of_a_word_or_another_number(text: str, item: str) -> None:

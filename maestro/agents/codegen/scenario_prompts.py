@@ -123,11 +123,13 @@ REFUSAL_PROMPT = """You write test scenarios for a customer-service AI agent of 
 {notes}
 # Your job
 {job} The customer is one person, the owner of the records of that candidate.
-"rule" names the policy rule; "communicate_info" lists 1 to 3 facts from the policy text that
-the agent must say when refusing: each a limit, an amount, a date, a name or a count in at most
-7 words ("2 checked bags", "$45", "60 days"), never a sentence (the agent says the fact in its own
-words; case and punctuation do not matter); "nl_assertions" say what the agent must
-and must not do. The customer's known_info must hold the exact values the candidate says the
+"rule" names the policy rule; "communicate_info" lists 1 to 3 facts that the policy text
+states, in its words, and the agent must say when refusing: each a limit, a fee, a time window,
+a place or a count in at most 7 words ("2 checked bags", "$45", "60 days"), never a sentence
+(the agent says the fact in its own words; case, punctuation and singular or plural do not
+matter). A value of the customer's own records (their booking's date) is not in the policy, so
+it is no such fact; say it in "nl_assertions" if the agent must. "nl_assertions" say what the
+agent must and must not do. The customer's known_info must hold the exact values the candidate says the
 customer gives (among them the details the policy needs to verify their identity, from their
 own record above).
 
