@@ -210,6 +210,20 @@ def test_an_agent_rule_never_refuses_outright_what_its_operations_check_allows()
     ) in str(err.value)
 
 
+def test_an_enum_effect_is_a_constant_as_stated_and_an_expression_there_is_refused() -> None:
+    """The airline's answerer wrote a cancellation whose refund method was if(...) of two enum
+    values: refused by a rule the prompt did not state."""
+    text = prompt(blueprint_messages(team.BRIEF, "transport", CONFIG.clock, None, None))
+    assert "never\n    an enum field's value: an enum takes a constant" in text
+    raw = json.loads(json.dumps(team.BLUEPRINT))
+    book = next(op for op in raw["operations"] if op["name"] == "book_sailing")
+    assert book["sets"]["new.status"] == "confirmed"  # written to the rule
+    parse_blueprint(raw, clock=CONFIG.clock)
+    book["sets"]["new.status"] = {"expr": "if($vehicle, 'confirmed', 'cancelled')"}
+    with pytest.raises(BlueprintError, match="an enum field takes a constant: when its value"):
+        parse_blueprint(raw, clock=CONFIG.clock)
+
+
 def test_the_data_prompts_constant_rule_is_stated_and_its_refusal_says_it() -> None:
     bp = team.blueprint(CONFIG)
     text = prompt(data_messages(bp, CONFIG.limits(), None, None))

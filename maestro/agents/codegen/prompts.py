@@ -134,7 +134,9 @@ BLUEPRINT_LANGUAGE = """The language:
     record for update, the new one for create). Values: a constant, null, "$param",
     "$param.field" (a record's value before the call), "$today", "$now", {"add": n} or
     {"subtract": n} (n a number, "$param" or an expression), {"expr": "<expression>"} (a fee
-    of rate times days, computed on the records before the call), {"restore": "<path>"} (put
+    of rate times days, computed on the records before the call; a number, date or text, never
+    an enum field's value: an enum takes a constant, so a value that depends on the record
+    is one operation per value), {"restore": "<path>"} (put
     back a value a record kept, for a cancellation: "upgrade_id.previous_cabin").
 - laws: what every record of the world keeps, 4 to 25 of them, each {"table", "holds":
   "<expression over one record>", "when" (optional), "says": "<the law in a sentence>"}. In a

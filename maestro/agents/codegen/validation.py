@@ -323,7 +323,12 @@ def _computed_problem(bp: BlueprintDraft, op: Operation, ftype: FieldType, text:
         raise ValueError(str(exc)) from None
     if not _vfits(got, vtype(ftype)):
         hint = ""
-        if ftype.base == "int" and got.base == "float":
+        if ftype.base == "enum":
+            hint = (
+                " (an enum field takes a constant: when its value depends on the record, write "
+                "one operation per value)"
+            )
+        elif ftype.base == "int" and got.base == "float":
             hint = " (round(x) gives a whole number)"
         elif got.nullable and not ftype.nullable and _vfits(got.plain(), vtype(ftype)):
             hint = (
