@@ -545,6 +545,9 @@ def _value(
         values = _own_story(scope, _column_values(scope, p))
         if values:
             return rng.choice(values)
+        retold = _retold(scope, p)
+        if retold:
+            return rng.choice(retold)
         if p.scalar == "str" and not p.text_format:
             return None  # every text there tells another record's story
         if p.text_format:
@@ -734,6 +737,54 @@ def _own_story(scope: Scope, values: list[Any]) -> list[Any]:
         return not _grams(v) & foreign and not _money(v) & foreign_amounts
 
     return [v for v in values if fits(v)]
+
+
+def _retold(scope: Scope, p: ParamSource, limit: int = 20) -> list[str]:
+    """Texts of the parameter's field told again of the conversation's own record: a dispute's
+    reason names its transaction's merchant and amount ("Did not dine at Starbucks; this $17.59
+    charge is unauthorized"); for the customer's own transaction those become its own (every
+    bank dispute reason named another charge, so no dispute could be walked). Only texts that
+    then name nothing of another record's are kept."""
+    if p.column is None:
+        return []
+    table, name = p.column
+    out: list[str] = []
+    for fname, target in sorted(scope.refs.get(table, {}).items()):
+        own = next((rec for t, _, rec in reversed(scope.known) if t == target), None)
+        if own is None:
+            continue
+        for record in scope.session.scan(table):
+            text, source_key = record.get(name), record.get(fname)
+            if not isinstance(text, str) or len(text.split()) < _PROSE_WORDS:
+                continue
+            source = scope.session.get(target, source_key) if isinstance(source_key, str) else None
+            if source is None or source == own:
+                continue
+            told = _retell(text, source, own)
+            if told != text:
+                out.append(told)
+            if len(out) >= limit:
+                break
+    return _own_story(scope, list(dict.fromkeys(out)))
+
+
+def _retell(text: str, source: Mapping[str, Any], own: Mapping[str, Any]) -> str:
+    """``text`` with each value of ``source`` it names replaced by ``own``'s value of that field
+    (a name of three characters or more; a sum written with cents)."""
+    for fname, was in source.items():
+        now = own.get(fname)
+        if isinstance(was, str) and isinstance(now, str) and len(was) >= 3 and was != now:
+            text = text.replace(was, now)
+        elif (
+            isinstance(was, int | float)
+            and isinstance(now, int | float)
+            and not isinstance(was, bool)
+            and not isinstance(now, bool)
+            and was != now
+        ):
+            for form in ("{:,.2f}", "{:.2f}"):
+                text = text.replace(form.format(was), form.format(now))
+    return text
 
 
 def _column_values(scope: Scope, p: ParamSource) -> list[Any]:

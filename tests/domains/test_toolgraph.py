@@ -160,3 +160,35 @@ def test_the_names_a_text_may_mention_are_names_not_phrases(hotel: Domain) -> No
     assert {"austin", "larkspur boston seaport", "g1001", "michael", "2026-01-18"} <= names
     assert "near the elevator" not in names  # a phrase (a preference), not a name
     assert "checked_out" not in names and "2 queen beds" not in names
+
+
+def test_a_story_of_another_record_is_told_again_of_the_conversations_own() -> None:
+    """Every bank dispute reason named another charge, so after the sums filter no dispute
+    could be walked: a reason is told again with the own transaction's merchant and amount."""
+    from maestro.domains.toolgraph import _retell
+
+    other = {"transaction_id": "TX1054", "merchant": "Starbucks", "amount": 17.59, "card": "C1"}
+    own = {"transaction_id": "TX1027", "merchant": "Target", "amount": 1166.46, "card": "C1"}
+    text = "Did not dine at Starbucks; this $17.59 charge (TX1054) is unauthorized."
+    assert _retell(text, other, own) == (
+        "Did not dine at Target; this $1,166.46 charge (TX1027) is unauthorized."
+    )
+    assert _retell("No names here at all", other, own) == "No names here at all"
+
+
+def test_a_note_of_another_request_is_drawn_retold_for_the_own_request() -> None:
+    from maestro.domains.toolgraph import ParamSource, Scope, _db_names, _retold
+
+    energy = load_domain(library_path("energy"), check_gold=False)
+    session = energy.start_session()
+    scope = Scope.of(energy, session)
+    key = energy.tables["service_requests"].key_field
+    requests = list(session.scan("service_requests"))
+    mine = requests[-1]
+    scope.known.append(("service_requests", mine[key], mine))
+    p = ParamSource("note", True, None, column=("adjustments", "note"))
+    told = _retold(scope, p)
+    assert told and all(mine[key] in t for t in told), told
+    names, _ = _db_names(energy)
+    others = {r[key].casefold() for r in requests if r[key] != mine[key]} & names
+    assert not any(o in t.casefold() for t in told for o in others)
