@@ -112,6 +112,15 @@ def test_its_task_keeps_the_yardsticks_and_lets_the_agent_try_the_call(ferry: Do
         _refusal_task(ferry, plan.group, bad)
 
 
+def test_the_refusal_writer_is_told_not_to_assert_the_identity_check(ferry: Domain) -> None:
+    """A careful agent refused a schedule IV refill from the drug's record alone, never
+    identifying the caller, and scored 0 on the writer's assertion that it verified identity
+    (pharmacy, 2026-12-03)."""
+    plan = tool_plans(ferry)[0]
+    text = refusal_prompt(ferry, plan.group, plan.rule.rule)
+    assert "not that it verifies the customer's identity" in text
+
+
 def test_a_refusal_prompt_shows_the_records_that_refer_to_the_request(ferry: Domain) -> None:
     """A pharmacy's refusal writer saw the rule "a pending refill cannot be requested twice"
     but not the pending refill: records referring to what the write names are shown too."""

@@ -129,7 +129,9 @@ a place or a count in at most 7 words ("2 checked bags", "$45", "60 days"), neve
 (the agent says the fact in its own words; case, punctuation and singular or plural do not
 matter). A value of the customer's own records (their booking's date) is not in the policy, so
 it is no such fact; say it in "nl_assertions" if the agent must. "nl_assertions" say what the
-agent must and must not do. The customer's known_info must hold the exact values the candidate says the
+agent must and must not do about the request (not that it verifies the customer's identity: a
+careful agent may refuse from a record that is nobody's, a flight or a drug, before it reads
+any of theirs). The customer's known_info must hold the exact values the candidate says the
 customer gives (among them the details the policy needs to verify their identity, from their
 own record above).
 
