@@ -7,8 +7,9 @@ aside: "$1,510.94" is stated by "1510.94 dollars", "150.00" by "$150", "basic-ec
 Economy", "R30133" by "room R30133.", "the current limit" by "your current limit" (one
 determiner for another), "basic fare" by "basic fares", "late fee 175.0" by "a late fee of
 $175.00", "2025-12-28T14:45:00" by "December 28, 2025 at 2:45 PM" (dates and times read in one
-form, and up to two connectors such as "of" or "at" before a number). A sentence is not a fact: a careful agent never repeats a
-policy's sentence word for word, so ``communicate_info`` refuses one (at synthesis and at load).
+form, and up to two connectors such as "of" or "at" before a number). A sentence is not a
+fact: a careful agent never repeats a policy's sentence word for word, so ``communicate_info``
+refuses one (at synthesis and at load).
 """
 
 from __future__ import annotations
