@@ -188,41 +188,21 @@ def test_a_schema_past_the_value_budget_is_refused_before_it_is_read() -> None:
         request_grammar({"tools": tools}, cache)
 
 
-@pytest.mark.slow
-def test_an_answer_whose_grammar_stalls_each_token_is_stopped_and_the_server_goes_on() -> None:
-    """Fifth red team, P1: two overlapping recursive alternatives make llama.cpp's grammar
-    check 4-5x slower with every token (0.02 s, 0.13, 0.49, 1.9, 7.8, 37 s); it held the
-    generation lock for good. The answer now stops at the first token past token_deadline_s."""
-    from aiohttp import ClientSession
-    from aiohttp.test_utils import TestServer
+def test_an_answer_whose_tokens_stall_is_stopped_at_the_next_token() -> None:
+    """Fifth red team, P1: two overlapping recursive alternatives made llama.cpp's grammar
+    check 4-5x slower with every token (0.02 s, 0.13, 0.49, 1.9, 7.8, 37 s) and held the
+    generation lock for good. The server's logits processor stops the answer at the first
+    token past token_deadline_s (the first token, after the prompt's evaluation, aside).
+    Measured against the real server and model: stopped at token 8 (docs/security.md); an
+    end-to-end test would spend minutes of CI in llama.cpp's uninterruptible C."""
+    from maestro.agents.embedded import GenerationStalled, TokenPace
 
-    from maestro.agents.embedded import build_app, model_path
-    from maestro.agents.settings import LLMSettings
-
-    settings = LLMSettings().embedded.model_copy(update={"n_ctx": 512, "token_deadline_s": 1.0})
-    app = build_app(settings, model_path(settings))
-    node = {"type": "array", "items": {"$ref": "#/$defs/n"}, "minItems": 1}
-    schema = {"$defs": {"n": {"anyOf": [node, {**node, "maxItems": 1}]}}, "$ref": "#/$defs/n"}
-    fmt = {"type": "json_schema", "json_schema": {"schema": schema}}
-    nested = "Write a deeply nested JSON array: [[[[[[[[[[[[[[[["
-    body = {"messages": [{"role": "user", "content": nested}], "response_format": fmt}
-    plain = {"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4}
-
-    async def go() -> tuple[float, int, dict[str, Any], int]:
-        async with TestServer(app) as server, ClientSession() as http:
-            url = server.make_url("/v1/chat/completions")
-            began = time.monotonic()
-            async with http.post(url, data=json.dumps({**body, "max_tokens": 64})) as stalled:
-                took, status, answer = (
-                    time.monotonic() - began,
-                    stalled.status,
-                    await stalled.json(),
-                )
-            async with http.post(url, data=json.dumps(plain)) as after:
-                return took, status, answer, after.status
-
-    took, status, answer, after = asyncio.run(go())
-    assert status == 500, answer
-    assert "more than the 1 s allowed (token_deadline_s)" in answer["error"]["message"]
-    assert took < 60
-    assert after == 200
+    pace = TokenPace(0.2)
+    scores = [0.0, 1.0]
+    time.sleep(0.3)  # the prompt's evaluation: before the first token, not counted
+    assert pace(None, scores) is scores
+    for _ in range(3):
+        assert pace(None, scores) is scores  # ordinary tokens pass
+    time.sleep(0.3)
+    with pytest.raises(GenerationStalled, match=r"answer token 5 took 0\.\d s, more than"):
+        pace(None, scores)
