@@ -706,11 +706,11 @@ def _db_names(domain: Domain) -> tuple[frozenset[str], frozenset[float]]:
                 if _is_name(v)
             }
             amounts.update(numbers(record))
-    names = frozenset(n for n in found if n)
+    names, sums = frozenset(n for n in found if n), frozenset(amounts)
     if len(_NAMES) >= 32:
         _NAMES.pop(next(iter(_NAMES)))
-    _NAMES[id(domain)] = (weakref.ref(domain), names, frozenset(amounts))
-    return names, frozenset(amounts)
+    _NAMES[id(domain)] = (weakref.ref(domain), names, sums)
+    return names, sums
 
 
 def _own_story(scope: Scope, values: list[Any]) -> list[Any]:

@@ -9,7 +9,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from maestro.agents.grammar import (
 from maestro.agents.judge import verdict_schema
 from maestro.agents.settings import LLMSettings
 from maestro.domains import Domain, library_ids, library_path, load_domain
+from tests.agents.bounded import within
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
@@ -337,24 +338,6 @@ def test_a_schema_the_grammar_cannot_express_is_an_error_naming_where(
     with pytest.raises(GrammarError, match="cannot be decoded with a grammar") as err:
         schema_gbnf(schema)
     assert problem in str(err.value)
-
-
-def within(seconds: float, call: Callable[[], Any]) -> Any:
-    """What ``call`` returns or raises, failing the test when it takes over ``seconds`` (it
-    goes on in a daemon thread: the converter's loop cannot be interrupted)."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except Exception as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert outcome, f"still running after {seconds} s"
-    return outcome[0]
 
 
 def tool_with(parameter: dict[str, Any]) -> list[dict[str, Any]]:

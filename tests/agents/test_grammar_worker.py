@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from maestro.agents.grammar import (
     tool_call_gbnf,
 )
 from maestro.domains import library_ids, library_path, load_domain
+from tests.agents.bounded import within
 
 
 def endless_conversion(pid_file: str) -> str:
@@ -38,23 +38,6 @@ def dying_conversion() -> str:
 
 def no_check(gbnf: str) -> None:
     pass
-
-
-def within(seconds: float, call: Callable[[], Any]) -> Any:
-    """What ``call`` returns or raises, failing the test when it takes over ``seconds``."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except Exception as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert outcome, f"still running after {seconds} s"
-    return outcome[0]
 
 
 @pytest.fixture
