@@ -173,9 +173,7 @@ def _quantifier_problem(pattern: str, i: int) -> tuple[str | None, int]:
     m = _QUANTIFIER.match(pattern, i)
     if m is None or m.group(0) == "{}":
         return f"a {{ at {i} that is not a repetition {{n}}, {{n,}} or {{n,m}} (write \\{{)", i
-    low = _count(m.group(1)) if m.group(1) else 0
-    high = low if m.group(2) is None else (_count(m.group(3)) if m.group(3) else None)
-    problem = _repeat_problem(low, high)
+    problem = _repeat_problem(*_bounds(m.group(0)))
     return (f"{m.group(0)} at {i} asks for {problem}" if problem else None), m.end()
 
 
@@ -280,7 +278,7 @@ def _bounds(quantifier: str) -> tuple[int, int | None]:
     if quantifier in ("*", "+", "?"):
         return {"*": (0, None), "+": (1, None), "?": (0, 1)}[quantifier]
     m = _QUANTIFIER.fullmatch(quantifier)
-    assert m is not None  # checked by _quantifier_problem
+    assert m is not None  # a quantifier _QUANTIFIER matched
     low = _count(m.group(1)) if m.group(1) else 0
     return low, low if m.group(2) is None else (_count(m.group(3)) if m.group(3) else None)
 
