@@ -326,18 +326,23 @@ def _ref_table(ann: Any) -> str | None:
     return None
 
 
-def strings(value: Any) -> Iterator[str]:
-    """Every string inside a JSON value."""
+def leaves(value: Any) -> Iterator[Any]:
+    """Every value inside a JSON value that is not an object or a list, in order."""
     # A stack, not recursion: a tool's answer may nest as deep as its JSON parses.
     stack = [value]
     while stack:
         node = stack.pop()
-        if isinstance(node, str):
-            yield node
-        elif isinstance(node, dict):
+        if isinstance(node, dict):
             stack.extend(reversed(list(node.values())))
         elif isinstance(node, list):
             stack.extend(reversed(node))
+        else:
+            yield node
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value."""
+    return (node for node in leaves(value) if isinstance(node, str))
 
 
 def loads(content: str) -> Any:
@@ -665,16 +670,12 @@ def _is_name(value: str) -> bool:
 
 
 def numbers(value: Any) -> Iterator[float]:
-    """Every number inside a JSON value (booleans aside)."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, int | float) and not isinstance(node, bool):
-            yield round(float(node), 2)
-        elif isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    """Every number inside a JSON value (booleans aside), to the cent."""
+    return (
+        round(float(node), 2)
+        for node in leaves(value)
+        if isinstance(node, int | float) and not isinstance(node, bool)
+    )
 
 
 def _money(text: str) -> set[float]:
