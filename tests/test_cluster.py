@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -243,12 +244,21 @@ def test_a_cluster_that_cannot_be_joined_ends_the_nightly_naming_it(tmp_path: Pa
 
 
 def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """One call to the Prefect API. A 503 is retried, as Prefect's own client does: the
+    server answers it when its SQLite store is locked, which a loaded machine makes likely."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"{url}{path}", data=data, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
+    deadline = time.monotonic() + 60
+    while True:
+        req = urllib.request.Request(
+            f"{url}{path}", data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            if err.code not in (429, 502, 503) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def _test_deployment(tmp_path: Path, oracle: ScriptedServer) -> Path:

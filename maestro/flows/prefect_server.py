@@ -51,6 +51,11 @@ class LocalPrefectServer:
         caller can do its own start-up work meanwhile."""
         self.home.mkdir(parents=True, exist_ok=True)
         env = {
+            # Prefect answers 503 when a query waits past these on its SQLite store's lock,
+            # which a loaded machine makes likely at the defaults (10 s and 5 s); the
+            # operator's own values, if set, win.
+            "PREFECT_API_DATABASE_TIMEOUT": "30",
+            "PREFECT_API_DATABASE_CONNECTION_TIMEOUT": "15",
             **os.environ,
             "PREFECT_HOME": str(self.home),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
