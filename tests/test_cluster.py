@@ -19,8 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -36,6 +34,7 @@ from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.flows.prefect_server import LocalPrefectServer
 from maestro.storage import Lake, LakeSettings
 from tests.flows.test_nightly import env_for, nightly
+from tests.prefect_api import prefect_api
 
 pytestmark = pytest.mark.slow
 
@@ -243,24 +242,6 @@ def test_a_cluster_that_cannot_be_joined_ends_the_nightly_naming_it(tmp_path: Pa
 # ----- the deployment, run by a worker ------------------------------------------------------------
 
 
-def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """One call to the Prefect API. A 503 is retried, as Prefect's own client does: the
-    server answers it when its SQLite store is locked, which a loaded machine makes likely."""
-    data = None if body is None else json.dumps(body).encode()
-    deadline = time.monotonic() + 60
-    while True:
-        req = urllib.request.Request(
-            f"{url}{path}", data=data, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as err:
-            if err.code not in (429, 502, 503) or time.monotonic() > deadline:
-                raise
-            time.sleep(1)
-
-
 def _test_deployment(tmp_path: Path, oracle: ScriptedServer) -> Path:
     """deploy/prefect.yaml as it is, pointed at this machine: the repository as the working
     folder, a test work pool, a small run of the scripted oracle, and no schedule."""
@@ -315,10 +296,10 @@ def test_the_deployed_nightly_is_run_by_a_prefect_worker(tmp_path: Path) -> None
         _prefect(
             ["deploy", "--all", "--prefect-file", str(_test_deployment(tmp_path, oracle))], env
         )
-        [deployment] = _api(server.api_url, "/deployments/filter", {})
+        [deployment] = prefect_api(server.api_url, "/deployments/filter", {})
         assert deployment["name"] == "maestro-nightly"
         assert deployment["entrypoint"] == "maestro/flows/nightly.py:nightly"
-        run = _api(server.api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
+        run = prefect_api(server.api_url, f"/deployments/{deployment['id']}/create_flow_run", {})
         log = (tmp_path / "worker.log").open("wb")
         worker = subprocess.Popen(
             [str(BIN / "prefect"), "worker", "start", "--pool", "maestro-test-pool"],
@@ -331,7 +312,7 @@ def test_the_deployed_nightly_is_run_by_a_prefect_worker(tmp_path: Path) -> None
             deadline = time.monotonic() + 480
             state: dict[str, Any] = {}
             while time.monotonic() < deadline:
-                state = _api(server.api_url, f"/flow_runs/{run['id']}")["state"] or {}
+                state = prefect_api(server.api_url, f"/flow_runs/{run['id']}")["state"] or {}
                 if state.get("type") in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
                     break
                 assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from maestro.flows.prefect_home import (
     use_prefect_api,
 )
 from maestro.flows.prefect_server import free_port
+from tests.prefect_api import prefect_api
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 #: What two servers on one SQLite database, or a server stopped under a command, look like.
@@ -55,21 +55,12 @@ def env_for(tmp: Path, oracle: ScriptedServer) -> dict[str, str]:
     return env
 
 
-def api(url: str, path: str, body: dict[str, object] | None = None) -> list[dict[str, object]]:
-    req = urllib.request.Request(
-        f"{url}{path}",
-        data=json.dumps(body or {}).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return list(json.loads(resp.read()))
-
-
 def flow_runs(api_url: str) -> dict[str, str]:
     """Flow name -> state of each flow run the server holds."""
-    names = {f["id"]: f["name"] for f in api(api_url, "/flows/filter")}
+    names = {f["id"]: f["name"] for f in prefect_api(api_url, "/flows/filter", {})}
     return {
-        str(names[r["flow_id"]]): str(r["state_type"]) for r in api(api_url, "/flow_runs/filter")
+        str(names[r["flow_id"]]): str(r["state_type"])
+        for r in prefect_api(api_url, "/flow_runs/filter", {})
     }
 
 

@@ -3,12 +3,10 @@ Prefect server while ``maestro stage simulate`` runs, moves through intermediate
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 from maestro.agents.scripted_server import ScriptedServer, ServerConfig
 from maestro.flows.prefect_server import LocalPrefectServer
 from maestro.flows.progress import progress_key
+from tests.prefect_api import prefect_api as call_api
 
 MAESTRO = str(Path(sys.executable).with_name("maestro"))
 
@@ -29,13 +28,7 @@ def prefect_api(tmp_path: Path) -> Iterator[str]:
 
 
 def artifacts(api_url: str, key: str) -> list[dict[str, Any]]:
-    req = urllib.request.Request(
-        f"{api_url}/artifacts/filter",
-        data=json.dumps({"artifacts": {"key": {"any_": [key]}}}).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return list(json.loads(resp.read()))
+    return list(call_api(api_url, "/artifacts/filter", {"artifacts": {"key": {"any_": [key]}}}))
 
 
 def test_progress_keys_are_what_prefect_accepts() -> None:
