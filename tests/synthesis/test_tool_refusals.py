@@ -92,10 +92,13 @@ def test_its_task_keeps_the_yardsticks_and_lets_the_agent_try_the_call(ferry: Do
     assert f"the tool answers: {walk.writes[0].content[:40]}" in text
     assert "the desk's tool refuses it" in text
     draft = parse_draft(answer(walk, "24 hours before departure"), RefusalDraft)
-    task = _refusal_task(ferry, plan.group, draft)
+    task = _refusal_task(ferry, plan.group, draft, plan)
     assert is_tool_refusal(task) and task.category == "refusal"
     crit = task.evaluation_criteria
-    assert [a.name for a in crit.actions] == ["find_passenger"]  # the refused call is no gold
+    # The booking is the customer's: the agent identifies them to see it. The refused call
+    # is no gold.
+    assert plan.rule.decides == ("booking_id", "bookings")
+    assert [a.name for a in crit.actions] == ["find_passenger"]
     assert crit.forbidden_actions == [] and crit.communicate_info == ["24 hours before departure"]
     check = check_task(ferry, task)
     assert check.ok, check.problems
@@ -170,3 +173,50 @@ def test_a_check_whose_failure_leaves_another_write_open_makes_no_refusal(ferry:
         if r.rule == "cancel_booking requires booking_id.status = 'confirmed'"
     ]
     assert status.anchors(session)
+
+
+def test_a_refusal_decided_by_nobodys_record_asks_for_no_identity_check(ferry: Domain) -> None:
+    """A careful agent refused a booking on a flight leaving within 24 hours from the flight
+    alone, never identifying the caller, and scored 0 on the gold's identity lookup (airline,
+    2026-12-03). A check that a shared record decides (a sailing) asks for no call; the wrong
+    conversation the yardsticks build is the booking made on another sailing, which the tool
+    accepts."""
+    plans = [p for p in tool_plans(ferry, n=12) if p.rule.decides == ("sailing_id", "sailings")]
+    assert plans, [p.rule.rule for p in tool_plans(ferry, n=12)]
+    plan = plans[0]
+    (walk,) = plan.group
+    step = walk.writes[0]
+    assert walk.steps[0].name == "find_passenger"  # the walk still identified the passenger
+    fact = {
+        "book_sailing requires sailing_id.status in ['scheduled']": "scheduled",
+        "book_sailing requires sailing_id.seats_left at_least 1": "seats left",
+    }.get(plan.rule.rule, "2 hours before departure")
+    task = _refusal_task(ferry, plan.group, parse_draft(answer(walk, fact), RefusalDraft), plan)
+    crit = task.evaluation_criteria
+    assert crit.actions == [] and "action" not in [b.value for b in crit.reward_basis]
+    (instead,) = crit.forbidden_actions
+    assert (
+        instead.name == step.name
+        and instead.arguments["sailing_id"] != step.arguments["sailing_id"]
+    )
+    assert {k: v for k, v in instead.arguments.items() if k != "sailing_id"} == {
+        k: v for k, v in step.arguments.items() if k != "sailing_id"
+    }
+    check = check_task(ferry, task)
+    assert check.ok and check.perturbed_reward == 0, check.problems
+    scorer = Scorer(ferry)
+    # Refusing from the sailing alone, no identity lookup, scores 1 ...
+    read = Action(
+        action_id="s1", name="get_sailing", arguments={"sailing_id": step.arguments["sailing_id"]}
+    )
+    alone = turns_trajectory(ferry, task, by_turn(task, [read]), summary_text(task))
+    assert scorer.score(task, alone, None).reward == 1
+    # ... and booking another sailing instead scores 0.
+    other = turns_trajectory(ferry, task, by_turn(task, [read, instead]), summary_text(task))
+    assert scorer.score(task, other, None).reward == 0
+    # The reviewer reads the refused call and the one the agent must not make instead.
+    from maestro.agents.codegen.stages import task_line
+
+    line = task_line(task)
+    assert f"the tool refuses {step.name}(" in line and "must not do instead [" in line
+    assert "must refuse" not in line

@@ -204,7 +204,9 @@ def _tool_rule(
 
     what = check.check if check.is_expression else f"{check.check} {check.test} {check.value}"
     what += f" (when {check.when})" if check.when else ""
-    return RefusalRule(op.name, f"{op.name} requires {what}", applies, anchors, {}, explain, True)
+    return RefusalRule(
+        op.name, f"{op.name} requires {what}", applies, anchors, {}, explain, True, (param, table)
+    )
 
 
 def _no_candidate(

@@ -55,8 +55,8 @@ from maestro.domains.models import (
 )
 from maestro.domains.package import Domain, replay_gold
 from maestro.domains.store import Session
-from maestro.domains.toolgraph import ToolGraph, WalkGuide, build_tool_graph
-from maestro.domains.walks import Walk, sample_walks, without_rules
+from maestro.domains.toolgraph import Scope, ToolGraph, WalkGuide, build_tool_graph
+from maestro.domains.walks import Walk, WalkStep, sample_walks, without_rules
 from maestro.scoring.conformance import check_task
 from maestro.scoring.scenario import volunteered_known_facts
 
@@ -85,6 +85,10 @@ class RefusalRule:
     #: A check the tool itself makes (``refusals.tool_rules``): the customer's request is
     #: refused by the tool, and the agent explains why; the rule is the check, for reports.
     enforced: bool = False
+    #: For an enforced rule, the parameter whose record the check reads and that record's
+    #: table: a check decided by a record that is nobody's (a flight leaving within 24 hours)
+    #: is one a careful agent may refuse before it identifies the customer.
+    decides: tuple[str, str] | None = None
 
 
 @dataclass
@@ -118,6 +122,9 @@ class RefusalPlan:
 
     group: list[Walk]
     rule: RefusalRule | None = None
+    #: The tables of people the walks were planned with (``ToolGraph.people``): who owns a
+    #: record.
+    people: frozenset[str] | None = None
 
 
 def plan_walks(
@@ -257,7 +264,7 @@ def _tool_refusals(
         )
         if group:
             taken += [w.signature() for w in group]
-            plans.append(RefusalPlan(group, rule))
+            plans.append(RefusalPlan(group, rule, graph.people))
     return plans
 
 
@@ -412,7 +419,7 @@ async def _synthesize_one(
 
     def parse(text: str | None) -> Task:
         if refusal:
-            task = _refusal_task(domain, group, parse_draft(text, RefusalDraft))
+            task = _refusal_task(domain, group, parse_draft(text, RefusalDraft), plan)
             if plan.rule is not None and not plan.rule.enforced and task.description:
                 # The rule the refusal was aimed at, in its own words: coverage counts rules
                 # by their sentence (a writer's rewording made "0 of 3 rules refused").
@@ -583,7 +590,9 @@ def answered_by(task: Task) -> Action | None:
     return Action(action_id="asked", name=found.group(1), arguments=json.loads(found.group(2)))
 
 
-def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Task:
+def _refusal_task(
+    domain: Domain, group: list[Walk], draft: RefusalDraft, plan: RefusalPlan | None = None
+) -> Task:
     if draft.candidate is None:
         raise _NoForbidden(f"the model found no forbidden candidate ({draft.rule or 'no rule'})")
     if not 1 <= draft.candidate <= len(group):
@@ -603,7 +612,9 @@ def _refusal_task(domain: Domain, group: list[Walk], draft: RefusalDraft) -> Tas
         raise DraftError("; ".join(missing))
     step = walk.writes[0]
     if walk.refused:
-        return _tool_refusal_task(domain, walk, draft, scenario, phrases)
+        decides = plan.rule.decides if plan is not None and plan.rule is not None else None
+        people = plan.people if plan is not None else None
+        return _tool_refusal_task(domain, walk, draft, scenario, phrases, decides, people)
     return Task(
         id="pending",
         description=TaskDescription(
@@ -632,12 +643,29 @@ TOOL_REFUSAL = "Synthesized refusal: the tool refuses "
 
 
 def _tool_refusal_task(
-    domain: Domain, walk: Walk, draft: RefusalDraft, scenario: ScenarioDraft, phrases: list[str]
+    domain: Domain,
+    walk: Walk,
+    draft: RefusalDraft,
+    scenario: ScenarioDraft,
+    phrases: list[str],
+    decides: tuple[str, str] | None = None,
+    people: frozenset[str] | None = None,
 ) -> Task:
-    """A refusal the tool enforces: the identity lookup is the gold (the agent may try the
-    call, which its tool refuses), nothing changes, and the agent says the rule's facts."""
+    """A refusal the tool enforces: nothing changes, and the agent says the rule's facts.
+
+    When the refused record is the customer's (a card, a prescription), the identity lookup is
+    the gold: the agent must identify them to see it, and may then try the call, which its tool
+    refuses. When it is nobody's (a flight leaving within 24 hours, read by ``decides``), a
+    careful agent may refuse from that record before it identifies anyone, so nothing is asked
+    of its calls; the wrong conversation the yardsticks build is then the request carried out
+    on another record the tool accepts (another flight), listed as the forbidden action."""
     step = walk.writes[0]
     lead = [walk.steps[0]] if walk.identified and walk.steps[0] is not step else []
+    forbidden: list[Action] = []
+    nobodys = _nobodys(domain, step, decides, people)
+    instead = _instead(domain, step, decides) if lead and nobodys else None
+    if instead is not None:
+        lead, forbidden = [], [instead]
     actions = [
         Action(action_id=f"a{i}", name=s.name, arguments=s.arguments, compare_args=list(s.grounded))
         for i, s in enumerate(lead, start=1)
@@ -656,9 +684,48 @@ def _tool_refusal_task(
             communicate_info=phrases,
             nl_assertions=scenario.nl_assertions,
             reward_basis=[*basis[:1], RewardType.ACTION, *basis[1:]] if actions else basis,
+            forbidden_actions=forbidden,
         ),
         category="refusal",
     )
+
+
+#: Records tried for a tool refusal's "instead" call (:func:`_instead`).
+_INSTEAD_TRIES = 200
+
+
+def _nobodys(
+    domain: Domain,
+    step: WalkStep,
+    decides: tuple[str, str] | None,
+    people: frozenset[str] | None = None,
+) -> bool:
+    """Whether the record the refused call's check reads belongs to no person (of ``people``,
+    else the tables with contact fields)."""
+    if decides is None or not isinstance(step.arguments.get(decides[0]), str):
+        return False
+    scope = Scope.of(domain, domain.start_session(), people)
+    return not scope.owners(decides[1], step.arguments[decides[0]])
+
+
+def _instead(domain: Domain, step: WalkStep, decides: tuple[str, str] | None) -> Action | None:
+    """The refused call on another record of the deciding table that its tool accepts (and
+    that changes the state), or None when none of the first ``_INSTEAD_TRIES`` does."""
+    if decides is None:
+        return None
+    param, table = decides
+    start = domain.start_session()
+    before = start.state_hash()
+    for key in sorted(start.keys(table))[:_INSTEAD_TRIES]:
+        if key == step.arguments.get(param):
+            continue
+        args = {**step.arguments, param: key}
+        trial = start.fork()
+        if domain.toolkit.call(trial, step.name, args).ok and trial.state_hash() != before:
+            return Action(
+                action_id="f1", name=step.name, arguments=args, compare_args=list(step.grounded)
+            )
+    return None
 
 
 def _scenario(domain: Domain, draft: ScenarioDraft) -> UserScenario:

@@ -681,4 +681,8 @@ def task_line(task: Task) -> str:
     calls = [call(a.name, a.arguments) for a in crit.actions]
     out = f"{task.id}: customer says {said!r}; gold calls [{'; '.join(calls)}]"
     forbidden = [call(a.name, a.arguments) for a in crit.forbidden_actions]
+    if is_tool_refusal(task):
+        tried = (task.description.notes or "").split(" -> ")[0] if task.description else ""
+        out += f"; the tool refuses {tried}"
+        return out + (f"; must not do instead [{'; '.join(forbidden)}]" if forbidden else "")
     return out + (f"; must refuse [{'; '.join(forbidden)}]" if forbidden else "")
