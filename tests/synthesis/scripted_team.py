@@ -26,7 +26,7 @@ from maestro.agents.codegen.guide import walk_guide
 from maestro.agents.codegen.normalise import parse_blueprint
 from maestro.agents.codegen.refusals import refusal_rules, tool_rules
 from maestro.agents.codegen.render import db_json, manifest_json, models_source
-from maestro.agents.codegen.scenarios import plan_walks
+from maestro.agents.codegen.scenarios import plan_walks, refused_state
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
 from maestro.agents.scripted_server import Reply, ScriptedServer
@@ -779,7 +779,9 @@ def scenario_text(name: str) -> str:
     )
 
 
-def refusal(walk: Walk) -> str:
+def refusal(walk: Walk, state: str | None = None) -> str:
+    """A refusal writer's answer; ``state``: the state the refused record is in, which the
+    prompt then asks for as a fact (``scenarios.refused_state``)."""
     values = " ".join(str(v) for v in walk.user_values.values() if not isinstance(v, bool))
     phrase = (TOOL_PHRASES if walk.refused else REFUSAL_PHRASES).get(walk.writes[0].name)
     if phrase is None:
@@ -788,7 +790,7 @@ def refusal(walk: Walk) -> str:
         {
             "candidate": 1,
             "rule": f"The rule on {walk.writes[0].name} by phone.",
-            "communicate_info": [phrase],
+            "communicate_info": [phrase] + ([state] if state else []),
             "persona": "A passenger in a hurry.",
             "reason_for_call": f"You want to {walk.writes[0].name.replace('_', ' ')} by phone.",
             "known_info": f"Your details: {values}.",
@@ -826,14 +828,16 @@ def task_replies(
                 tool_refusals=config.tool_refusals,
                 tool_rules=tool_rules(bp),
             )
+            states = [refused_state(domain, plan) for plan in plans]
     did = domain_id(synthesis_id)
     writes = [w for w in walks if not w.asks]
     out = {f"synthesis/{did}/walk-{i}": [scenario(w, i)] for i, w in enumerate(writes)}
     for i, w in enumerate(w for w in walks if w.asks):
         out[f"synthesis/{did}/info-{i}"] = [info(w)]
-    for j, plan in enumerate(plans):
+    for j, (plan, state) in enumerate(zip(plans, states, strict=True)):
         if plan.group:
-            out[f"synthesis/{did}/refusal-{j}"] = [refusal(plan.group[0])]
+            answer = refusal(plan.group[0], state.value if state else None)
+            out[f"synthesis/{did}/refusal-{j}"] = [answer]
     return out
 
 

@@ -20,6 +20,7 @@ from maestro.agents.codegen.scenarios import (
     is_tool_refusal,
     parse_draft,
     plan_walks,
+    refused_state,
 )
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
@@ -220,3 +221,36 @@ def test_a_refusal_decided_by_nobodys_record_asks_for_no_identity_check(ferry: D
     line = task_line(task)
     assert f"the tool refuses {step.name}(" in line and "must not do instead [" in line
     assert "must refuse" not in line
+
+
+def test_a_refusal_for_a_records_status_asks_for_the_state_it_is_in(ferry: Domain) -> None:
+    """A careful agent said a card "already shows as active" and scored 0: the task asked for
+    the policy's "not yet activated" (bank, 2026-12-03). A tool refusal for a record's status
+    names the state the record is in; the prompt says so, and a draft without it goes back."""
+    every = tool_plans(ferry, n=12)
+    plans = [p for p in every if p.rule.rule.endswith("booking_id.status = 'confirmed'")]
+    assert plans, [p.rule.rule for p in every]
+    plan = plans[0]
+    assert plan.rule.state_field == "status"
+    (walk,) = plan.group
+    state = refused_state(ferry, plan)
+    assert state is not None and state.field == "status" and state.value != "confirmed"
+    text = refusal_prompt(ferry, plan.group, plan.rule.rule, None, state)
+    assert f"one fact of communicate_info is {state.value!r}" in text
+    # The policy's words for the state the rule needs alone go back, with the state named.
+    bad = parse_draft(answer(walk, "confirmed booking"), RefusalDraft)
+    with pytest.raises(DraftError, match=f"must name the state the record is in, '{state.value}'"):
+        _refusal_task(ferry, plan.group, bad, plan)
+    # Written to the rule, it passes the yardsticks, and an agent that names the state in its
+    # own words scores 1.
+    body = json.loads(answer(walk, "confirmed booking"))
+    body["communicate_info"] = ["confirmed booking", state.value]
+    task = _refusal_task(ferry, plan.group, parse_draft(json.dumps(body), RefusalDraft), plan)
+    check = check_task(ferry, task)
+    assert check.ok, check.problems
+    own_words = (
+        f"I'm sorry, I can't do that: your booking is already {state.value.upper()}, and only "
+        "a Confirmed booking can be changed."
+    )
+    trajectory = turns_trajectory(ferry, task, by_turn(task, task.gold_actions), own_words)
+    assert Scorer(ferry).score(task, trajectory, None).reward == 1

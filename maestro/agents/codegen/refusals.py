@@ -205,8 +205,32 @@ def _tool_rule(
     what = check.check if check.is_expression else f"{check.check} {check.test} {check.value}"
     what += f" (when {check.when})" if check.when else ""
     return RefusalRule(
-        op.name, f"{op.name} requires {what}", applies, anchors, {}, explain, True, (param, table)
+        op.name,
+        f"{op.name} requires {what}",
+        applies,
+        anchors,
+        {},
+        explain,
+        True,
+        (param, table),
+        _state_field(bp, op, check, param),
     )
+
+
+def _state_field(bp: Blueprint, op: Operation, check: Condition, param: str) -> str | None:
+    """The field of ``param``'s record a check reads when it only asks for that record's status
+    (``card_id.status = 'issued'``), else None."""
+    if check.when or not _plain(bp, op, check):
+        return None
+    try:
+        node = condition_node(bp, op, check)
+    except ExpressionError:
+        return None
+    paths = {n.parts for n in walk(node) if isinstance(n, Path) and not n.dollar}
+    if len(paths) != 1:
+        return None
+    (parts,) = paths
+    return parts[1] if len(parts) == 2 and parts[0] == param else None
 
 
 def _no_candidate(

@@ -158,6 +158,12 @@ _TOOL_JOB = (
     "rule the tool's answer applies. If the policy states no such rule, answer with {none} "
     "(the other keys may be left out or null)."
 )
+#: A tool refusal for a record's status: the fact is the state the record is in.
+_STATE = (
+    "\nThe tool refuses it for the state its record is in: {state}. A careful agent tells the "
+    "customer that state as the record shows it, so one fact of communicate_info is "
+    '{value!r}, never the policy\'s words for the state the rule needs ("not yet ...").\n'
+)
 #: Without a rule, the candidates are writes the tools accept; the model judges the policy.
 _PICK_HEADING = "Candidate requests"
 _PICK_JOB = (
@@ -270,10 +276,15 @@ def _calls_prompt(
 
 
 def refusal_prompt(
-    domain: Domain, group: list[Walk], rule: str | None, notes: str | None = None
+    domain: Domain,
+    group: list[Walk],
+    rule: str | None,
+    notes: str | None = None,
+    state: object | None = None,
 ) -> str:
     """One candidate forbidden by ``rule``, one its tool refuses (a ``refused`` walk), or (no
-    rule) candidates to pick a forbidden one of."""
+    rule) candidates to pick a forbidden one of. ``state``: the state the refused record is in,
+    when the tool refuses for a status (``scenarios.RefusedState``)."""
     candidates = "\n".join(
         f"{i}. {w.writes[0].name}({json.dumps(w.writes[0].arguments, default=str)}); the "
         f"customer gives {_values(w.user_values)}"
@@ -283,6 +294,8 @@ def refusal_prompt(
     none = json.dumps(REFUSAL_NONE)
     if group and group[0].refused:
         heading, job, hint = _RULE_HEADING, _TOOL_JOB.format(none=none), ""
+        if state is not None:
+            hint = _STATE.format(state=state, value=getattr(state, "value", ""))
     elif rule is not None:
         heading, job = _RULE_HEADING, _RULE_JOB.format(none=none)
         hint = f"\nThe policy's rule that forbids it: {rule}\n"

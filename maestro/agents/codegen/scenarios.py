@@ -89,6 +89,9 @@ class RefusalRule:
     #: table: a check decided by a record that is nobody's (a flight leaving within 24 hours)
     #: is one a careful agent may refuse before it identifies the customer.
     decides: tuple[str, str] | None = None
+    #: For an enforced check that only asks for a status of the deciding record (a card must
+    #: be 'issued'), that field: the refusal's fact is the state the record is in.
+    state_field: str | None = None
 
 
 @dataclass
@@ -409,7 +412,9 @@ async def _synthesize_one(
     refusal = kind == "refusal"
     group = plan.group
     if refusal:
-        prompt = refusal_prompt(domain, group, plan.rule.rule if plan.rule else None, notes)
+        prompt = refusal_prompt(
+            domain, group, plan.rule.rule if plan.rule else None, notes, refused_state(domain, plan)
+        )
         fmt = _REFUSAL_FORMAT
     elif kind == "info":
         prompt, fmt = info_prompt(domain, group[0], notes), _INFO_FORMAT
@@ -602,9 +607,17 @@ def _refusal_task(
     sentences = [p for p in map(fact_problem, phrases) if p]
     if sentences:
         raise DraftError("; ".join(sentences))
-    unquoted = [c for c in phrases if not states_fact(policy, c)]
+    state = refused_state(domain, plan) if plan is not None else None
+    seen = state.value.casefold() if state else ""
+    unquoted = [c for c in phrases if not states_fact(policy, c) and not states_fact(seen, c)]
     if unquoted:
         raise DraftError(f"communicate_info facts not found in the policy text: {unquoted}")
+    if state and not any(states_fact(seen, c) for c in phrases):
+        raise DraftError(
+            f"communicate_info must name the state the record is in, {state.value!r} ({state}): "
+            "a careful agent tells the customer what it sees, not the policy's words for the "
+            f"state the rule needs; {phrases} do not say {state.value!r}"
+        )
     walk = group[draft.candidate - 1]
     scenario = draft.scenario()
     missing = grounding_problems(scenario, walk.user_values)
@@ -688,6 +701,35 @@ def _tool_refusal_task(
         ),
         category="refusal",
     )
+
+
+@dataclass(frozen=True)
+class RefusedState:
+    """The state a tool refusal's record is in, when its check only asks for a status: a
+    card ``CD1032`` whose ``status`` is ``'active'`` when activation needs ``'issued'``."""
+
+    table: str
+    key: str
+    field: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.key} has {self.field} {self.value!r}"
+
+
+def refused_state(domain: Domain, plan: RefusalPlan) -> RefusedState | None:
+    """What :class:`RefusedState` a tool refusal's one candidate is refused for, or None."""
+    rule = plan.rule
+    if rule is None or rule.decides is None or rule.state_field is None or len(plan.group) != 1:
+        return None
+    param, table = rule.decides
+    key = plan.group[0].writes[0].arguments.get(param)
+    if not isinstance(key, str):
+        return None
+    value = (domain.start_session().get(table, key) or {}).get(rule.state_field)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return RefusedState(table, key, rule.state_field, value)
 
 
 #: Records tried for a tool refusal's "instead" call (:func:`_instead`).
