@@ -241,6 +241,9 @@ def test_a_refusal_for_a_records_status_asks_for_the_state_it_is_in(ferry: Domai
     bad = parse_draft(answer(walk, "confirmed booking"), RefusalDraft)
     with pytest.raises(DraftError, match=f"must name the state the record is in, '{state.value}'"):
         _refusal_task(ferry, plan.group, bad, plan)
+    needs = parse_draft(answer(walk, "not yet confirmed"), RefusalDraft)
+    with pytest.raises(DraftError, match="say the state the rule needs, in the policy's words"):
+        _refusal_task(ferry, plan.group, needs, plan)
     # Written to the rule, it passes the yardsticks, and an agent that names the state in its
     # own words scores 1.
     body = json.loads(answer(walk, "confirmed booking"))

@@ -391,7 +391,7 @@ def params_of(bp: BlueprintDraft, op: Operation, node: Node) -> set[str]:
     return out
 
 
-def _scoped_paths(node: Node, scope: Scope) -> list[tuple[Path, Scope]]:
+def scoped_paths(node: Node, scope: Scope) -> list[tuple[Path, Scope]]:
     """Every path under ``node`` with the scope it is read in: inside a count's or a sum's
     ``where``, the counted table's fields are the counted record's."""
     out: list[tuple[Path, Scope]] = []
@@ -422,7 +422,7 @@ def rooted_at(
         for node in nodes:
             if node is None:
                 continue
-            for n, where in _scoped_paths(node, scope):
+            for n, where in scoped_paths(node, scope):
                 try:
                     r = resolve_path(n, where)
                 except ExpressionError:

@@ -14,7 +14,14 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from maestro.agents.codegen.blueprint import Blueprint, Condition, Operation
-from maestro.agents.codegen.conditions import all_hold, condition_node, record_params, rooted_at
+from maestro.agents.codegen.conditions import (
+    all_hold,
+    condition_node,
+    op_scope,
+    record_params,
+    rooted_at,
+    scoped_paths,
+)
 from maestro.agents.codegen.scenarios import RefusalRule
 from maestro.domains.expressions import (
     Aggregate,
@@ -33,6 +40,7 @@ from maestro.domains.expressions import (
     conjuncts,
     evaluate,
     parse,
+    resolve_path,
     walk,
 )
 from maestro.domains.laws import mapping_view
@@ -219,18 +227,19 @@ def _tool_rule(
 
 def _state_field(bp: Blueprint, op: Operation, check: Condition, param: str) -> str | None:
     """The field of ``param``'s record a check reads when it only asks for that record's status
-    (``card_id.status = 'issued'``), else None."""
+    (``card_id.status = 'issued'``, or ``status = 'issued'`` of the own record), else None."""
     if check.when or not _plain(bp, op, check):
         return None
     try:
         node = condition_node(bp, op, check)
+        read = [resolve_path(n, where) for n, where in scoped_paths(node, op_scope(bp, op))]
     except ExpressionError:
         return None
-    paths = {n.parts for n in walk(node) if isinstance(n, Path) and not n.dollar}
-    if len(paths) != 1:
+    fields = {(r.root, r.hops, r.field) for r in read}
+    if len(fields) != 1:
         return None
-    (parts,) = paths
-    return parts[1] if len(parts) == 2 and parts[0] == param else None
+    ((root, hops, field),) = fields
+    return field if root == param and not hops else None
 
 
 def _no_candidate(

@@ -609,10 +609,17 @@ def _refusal_task(
         raise DraftError("; ".join(sentences))
     state = refused_state(domain, plan) if plan is not None else None
     seen = state.value.casefold() if state else ""
+    needed = [c for c in phrases if _NEEDS.intersection(c.casefold().split())]
+    if state is not None and needed:
+        raise DraftError(
+            f"communicate_info {needed} say the state the rule needs, in the policy's words: "
+            f"name the state the record is in instead, {state.value!r} ({state}), as a careful "
+            "agent who reads the record does"
+        )
     unquoted = [c for c in phrases if not states_fact(policy, c) and not states_fact(seen, c)]
     if unquoted:
         raise DraftError(f"communicate_info facts not found in the policy text: {unquoted}")
-    if state and not any(states_fact(seen, c) for c in phrases):
+    if state is not None and not any(states_fact(seen, c) for c in phrases):
         raise DraftError(
             f"communicate_info must name the state the record is in, {state.value!r} ({state}): "
             "a careful agent tells the customer what it sees, not the policy's words for the "
@@ -701,6 +708,11 @@ def _tool_refusal_task(
         ),
         category="refusal",
     )
+
+
+#: Words of a fact that names the state a rule needs rather than the one a record is in
+#: ("not yet activated").
+_NEEDS = frozenset({"not", "yet", "never", "unless", "only"})
 
 
 @dataclass(frozen=True)
