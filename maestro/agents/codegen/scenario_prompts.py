@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -19,6 +19,9 @@ from maestro.agents.structured import AnswerRefused, json_object
 from maestro.domains.package import Domain
 from maestro.domains.toolgraph import reference_fields
 from maestro.domains.walks import Walk, related_records
+
+if TYPE_CHECKING:
+    from maestro.agents.codegen.scenarios import RefusedState
 
 _POLICY_CHARS = 6000
 _RESULT_CHARS = 700
@@ -280,7 +283,7 @@ def refusal_prompt(
     group: list[Walk],
     rule: str | None,
     notes: str | None = None,
-    state: object | None = None,
+    state: RefusedState | None = None,
 ) -> str:
     """One candidate forbidden by ``rule``, one its tool refuses (a ``refused`` walk), or (no
     rule) candidates to pick a forbidden one of. ``state``: the state the refused record is in,
@@ -295,7 +298,7 @@ def refusal_prompt(
     if group and group[0].refused:
         heading, job, hint = _RULE_HEADING, _TOOL_JOB.format(none=none), ""
         if state is not None:
-            hint = _STATE.format(state=state, value=getattr(state, "value", ""))
+            hint = _STATE.format(state=state, value=state.value)
     elif rule is not None:
         heading, job = _RULE_HEADING, _RULE_JOB.format(none=none)
         hint = f"\nThe policy's rule that forbids it: {rule}\n"

@@ -632,9 +632,7 @@ def _refusal_task(
         raise DraftError("; ".join(missing))
     step = walk.writes[0]
     if walk.refused:
-        decides = plan.rule.decides if plan is not None and plan.rule is not None else None
-        people = plan.people if plan is not None else None
-        return _tool_refusal_task(domain, walk, draft, scenario, phrases, decides, people)
+        return _tool_refusal_task(domain, walk, draft, scenario, phrases, plan)
     return Task(
         id="pending",
         description=TaskDescription(
@@ -668,22 +666,24 @@ def _tool_refusal_task(
     draft: RefusalDraft,
     scenario: ScenarioDraft,
     phrases: list[str],
-    decides: tuple[str, str] | None = None,
-    people: frozenset[str] | None = None,
+    plan: RefusalPlan | None = None,
 ) -> Task:
     """A refusal the tool enforces: nothing changes, and the agent says the rule's facts.
 
     When the refused record is the customer's (a card, a prescription), the identity lookup is
     the gold: the agent must identify them to see it, and may then try the call, which its tool
-    refuses. When it is nobody's (a flight leaving within 24 hours, read by ``decides``), a
-    careful agent may refuse from that record before it identifies anyone, so nothing is asked
-    of its calls; the wrong conversation the yardsticks build is then the request carried out
-    on another record the tool accepts (another flight), listed as the forbidden action."""
+    refuses. When it is nobody's (a flight leaving within 2 hours, the plan's rule's
+    ``decides``), a careful agent may refuse from that record before it identifies anyone, so
+    nothing is asked of its calls; the wrong conversation the yardsticks build is then the
+    request carried out on another record the tool accepts (another flight), listed as the
+    forbidden action."""
     step = walk.writes[0]
     lead = [walk.steps[0]] if walk.identified and walk.steps[0] is not step else []
     forbidden: list[Action] = []
-    nobodys = _nobodys(domain, step, decides, people)
-    instead = _instead(domain, step, decides) if lead and nobodys else None
+    decides = plan.rule.decides if plan is not None and plan.rule is not None else None
+    people = plan.people if plan is not None else None
+    nobodys = bool(lead) and _nobodys(domain, step, decides, people)
+    instead = _instead(domain, step, decides) if nobodys else None
     if instead is not None:
         lead, forbidden = [], [instead]
     actions = [
