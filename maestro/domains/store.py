@@ -40,6 +40,15 @@ _DELETED = _Deleted()
 _ABSENT = object()  # journal marker: the key had no overlay entry before the write
 
 
+def match_key(value: Any) -> Any:
+    """How :meth:`Session.find` compares a value: text with its case folded and its spacing
+    collapsed (a customer says "alprazolam" for "Alprazolam", "jane@x.com " for "Jane@x.com"),
+    anything else as it is."""
+    if isinstance(value, str):
+        return " ".join(value.split()).casefold()
+    return value
+
+
 def canonical_json(value: Any) -> str:
     """The one JSON spelling of a value: sorted keys, no spaces, UTF-8."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -177,6 +186,21 @@ class State:
                     self._indexes[cache_key] = {}
                     return None
                 idx.setdefault(value, []).append(key)
+            self._indexes[cache_key] = idx
+        idx = self._indexes[cache_key]
+        return idx if idx or not self._tables[table] else None
+
+    def match_index(self, table: str, field_name: str) -> dict[Any, list[str]] | None:
+        """Keys by :func:`match_key` of one field (what ``find`` looks up); None as for
+        :meth:`index`."""
+        cache_key = (table, "\0match:" + field_name)
+        if cache_key not in self._indexes:
+            exact = self.index(table, field_name)
+            if exact is None:
+                return None
+            idx: dict[Any, list[str]] = {}
+            for value, keys in exact.items():
+                idx.setdefault(match_key(value), []).extend(keys)
             self._indexes[cache_key] = idx
         idx = self._indexes[cache_key]
         return idx if idx or not self._tables[table] else None
@@ -325,24 +349,30 @@ class Session:
         return out
 
     def find(self, table: str, **equals: Any) -> list[JSONRecord]:
-        """Copies of the records whose fields equal the given values, sorted by key.
+        """Copies of the records whose fields equal the given values, sorted by key; text is
+        matched with case and spacing ignored (:func:`match_key`).
 
         The first field is looked up through an index of the base state, built once and shared by
         every session, so finding an order by customer costs the same in a table of 100k rows.
         """
         if not equals:
             return self.scan(table)
-        first, value = next(iter(equals.items()))
-        idx = self._base.index(table, first)
+        wanted = {k: match_key(v) for k, v in equals.items()}
+
+        def matches(rec: JSONRecord) -> bool:
+            return all(match_key(rec.get(k)) == v for k, v in wanted.items())
+
+        first, value = next(iter(wanted.items()))
+        idx = self._base.match_index(table, first)
         if idx is None or isinstance(value, dict | list):
-            return self.scan(table, lambda r: all(r.get(k) == v for k, v in equals.items()))
+            return self.scan(table, matches)
         layer = self._overlay.get(table, {})
         candidates = {k for k in idx.get(value, ()) if k not in layer}
         candidates.update(k for k, r in layer.items() if r is not _DELETED)
         out = []
         for key in sorted(candidates):
             rec = self._effective(table, key)
-            if rec is not None and all(rec.get(k) == v for k, v in equals.items()):
+            if rec is not None and matches(rec):
                 out.append(copy_json(rec))
         return out
 

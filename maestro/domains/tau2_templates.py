@@ -178,7 +178,12 @@ class Database:
         return out
 
     def find(self, table: str, **equals: Any) -> list:
-        return self.scan(table, lambda r: all(r.get(k) == v for k, v in equals.items()))
+        # Text matched with case and spacing ignored, as maestro's own store does.
+        def key(v: Any) -> Any:
+            return " ".join(v.split()).casefold() if isinstance(v, str) else v
+
+        wanted = {k: key(v) for k, v in equals.items()}
+        return self.scan(table, lambda r: all(key(r.get(k)) == v for k, v in wanted.items()))
 
     def count(self, table: str) -> int:
         return len(self.keys(table))

@@ -147,6 +147,20 @@ def test_find_uses_the_index_and_sees_the_overlay() -> None:
     assert s.find("pets", tags=[]) == [s.get("pets", "P1")]  # unhashable value: scanned
 
 
+def test_find_matches_text_with_case_and_spacing_ignored() -> None:
+    """A customer says "oslo" or "owner  2" for what is stored as "Oslo" and "Owner 2": the
+    indexed first field, a later field and an overlay record are all matched so; the exact
+    index the expressions' counts read is left as it was."""
+    state = make_state(6)
+    s = state.session()
+    assert [r["owner_id"] for r in s.find("owners", city=" oSLO ")] == ["O1", "O3", "O5"]
+    assert [r["owner_id"] for r in s.find("owners", city="oslo", name="OWNER  3")] == ["O3"]
+    s.insert("owners", {"owner_id": "O7", "name": "Ada Byron", "city": "São Paulo"})
+    assert [r["owner_id"] for r in s.find("owners", city="SÃO PAULO")] == ["O7"]
+    assert s.find("owners", city="Osl") == []  # still whole values, not prefixes
+    assert "oslo" not in (state.index("owners", "city") or {})
+
+
 def test_transaction_rolls_back_every_write_of_a_failed_block() -> None:
     state = make_state()
     s = state.session()

@@ -56,6 +56,7 @@ from maestro.agents.codegen.fixtures import (
 )
 from maestro.domains.expressions import ExpressionError, evaluate, parse, stored, unparse
 from maestro.domains.laws import check_laws, mapping_view, near
+from maestro.domains.store import match_key
 
 __all__ = ["FixtureError", "TestDerivationError", "ToolTest", "operation_tests", "untestable"]
 
@@ -211,7 +212,10 @@ def _no_match(
         options = ["x" + str(value), str(value) + "x"]
     for v in options:
         probe = {**args, field: v}
-        if not any(all(r.get(k) == pv for k, pv in probe.items()) for r in rows.values()):
+        if not any(
+            all(match_key(r.get(k)) == match_key(pv) for k, pv in probe.items())
+            for r in rows.values()
+        ):
             return v
     return None
 
@@ -223,7 +227,11 @@ def _list_tests(bp: Blueprint, op: Operation, db: Database) -> list[ToolTest]:
     if not found:
         raise FixtureError(f"{op.name}: no {op.table} record has every field of {op.by}")
     args = {f: rows[found[0]][f] for f in op.by}
-    matching = sorted(k for k, r in rows.items() if all(r.get(f) == v for f, v in args.items()))
+    matching = sorted(
+        k
+        for k, r in rows.items()
+        if all(match_key(r.get(f)) == match_key(v) for f, v in args.items())
+    )
     tests = [
         ToolTest(
             f"{op.name}: lists every matching record",

@@ -473,7 +473,8 @@ def tool_messages(
         "",
         "The database db: db.require(table, key) returns the record or raises ToolError; "
         "db.get(table, key) returns it or None; db.find(table, field=value, ...) returns the "
-        "matching records (a list); db.scan(table) returns them all; db.insert(table, record) "
+        "matching records (a list; text matches with case and spacing ignored); db.scan(table) "
+        "returns them all; db.insert(table, record) "
         "adds a record and returns it; db.update(table, key, field=value, ...) returns the "
         "changed record; db.new_id(table, prefix) returns the next free key; db.today() is the "
         "clock's date (a datetime.date) and db.now() its datetime: never use the computer's "
