@@ -7,7 +7,8 @@ aside: "$1,510.94" is stated by "1510.94 dollars", "150.00" by "$150", "basic-ec
 Economy", "R30133" by "room R30133.", "the current limit" by "your current limit" (one
 determiner for another), "basic fare" by "basic fares", "late fee 175.0" by "a late fee of
 $175.00", "2025-12-28T14:45:00" by "December 28, 2025 at 2:45 PM" (dates and times read in one
-form, and up to two connectors such as "of" or "at" before a number). A sentence is not a
+form, and up to two connectors such as "of" or "at" before a number), "2 checked bags" by "two
+checked bags" (a number from zero to twenty written as a word). A sentence is not a
 fact: a careful agent never repeats a policy's sentence word for word, so ``communicate_info``
 refuses one (at synthesis and at load).
 """
@@ -31,6 +32,36 @@ MAX_FACT_WORDS = 7
 
 #: The most facts one task may ask to be communicated.
 MAX_FACTS = 20
+
+#: A number a careful agent writes as a word ("two checked bags"), read as its digits.
+_NUMBER_WORDS = {
+    word: str(i)
+    for i, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
 
 _DECIMAL = re.compile(r"\d+\.\d+")
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -112,7 +143,8 @@ def _calendar(text: str) -> str:
 def fact_tokens(text: str) -> list[str]:
     """The words and numbers of ``text``, in compatibility form (NFKC: fullwidth and other
     digits as 0-9) and case folded; thousands separators and trailing zeros of decimals
-    dropped ("$1,510.90" -> ["1510.9"]); a minus sign before a number kept ("-5"); hyphens
+    dropped ("$1,510.90" -> ["1510.9"]); the words zero to twenty as their digits ("two" ->
+    "2"); a minus sign before a number kept ("-5"); hyphens
     between words read as spaces; a number keeps its inner . : / - ("2026-02-16", "9:30")."""
     folded = _DIGIT_COMMA.sub("", unicodedata.normalize("NFKC", text).casefold())
     folded = _calendar(unicodedata.normalize("NFKC", folded))
@@ -129,7 +161,8 @@ def fact_tokens(text: str) -> list[str]:
             j = i + 1
             while j < n and _word_char(folded[j]):
                 j += 1
-            out.append(folded[i:j])
+            word = folded[i:j]
+            out.append(_NUMBER_WORDS.get(word, word))
             i = j
             continue
         else:

@@ -45,6 +45,10 @@ TOY = Path(__file__).parents[1] / "fixtures" / "toy"
         ("Returned 28 Dec 2025, 2:45 p.m.", "2025-12-28 14:45"),
         ("Your pickup is at 09:30:00 on 2026-01-06.", "9:30"),
         ("The flight leaves Jan. 6th, 2026 at 7 am.", "2026-01-06 7:00"),
+        # A small number as a word, either side (limits were said "two checked bags").
+        ("Basic economy holds at most two checked bags.", "2 checked bags"),
+        ("You have 3 refills left.", "three refills"),
+        ("Twelve days remain.", "12 days"),
     ],
 )
 def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, item: str) -> None:
@@ -73,6 +77,9 @@ def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, i
         ("The fee is waived: of it, at most 175 is due.", "fee 175"),  # three connectors
         ("A bus is due.", "bu"),  # a plural is of a word of three letters or more
         ("Codes AB12s apply.", "AB12"),  # a code has no plural
+        ("You may hold three checked bags.", "2 checked bags"),
+        ("Twenty-one days remain.", "21 days"),  # compound number words are not read
+        ("Only once per booking.", "1 per booking"),  # "once" is not a number word
     ],
 )
 def test_a_fact_is_not_stated_by_a_part_of_a_word_or_another_number(text: str, item: str) -> None:
