@@ -190,10 +190,18 @@ def sample_walks(
     walks: list[Walk] = []
     if not starts or options.anchors == ():
         return walks
-    # Each walk starts with the write that has the fewest walks so far (ten failed attempts
-    # count as one; a second write counts too), so the tasks cover what the desk does rather
-    # than what is easiest to walk.
+    # Each walk starts with the write that has the fewest walks so far (a second write counts
+    # too), so the tasks cover what the desk does rather than what is easiest to walk. Failed
+    # attempts count as a tenth of a walk, and as a fortieth while a write has none yet: a write
+    # few records accept (a booking confirmed, departing after tomorrow and under its bag
+    # limit: one try in five) gets its ``attempts_per_walk`` tries before the easy writes
+    # repeat; one no record accepts gives way after them.
     made = dict.fromkeys((w.name for w in starts), 0.0)
+    walked: set[str] = set()
+
+    def failed(name: str) -> None:
+        made[name] += 0.1 if name in walked else 1 / max(1, attempts_per_walk)
+
     # A request made already by another customer (the same promo code, a lost SIM again) waits
     # in reserve: it is taken only when ``attempts_per_walk`` attempts find no new request.
     requests: set[str] = set()
@@ -213,16 +221,17 @@ def sample_walks(
         n_writes = 1 if asks or refused or max_writes < 2 or rng.random() < 0.7 else 2
         walk = _try_walk(domain, graph, writes, first, rng, n_writes, options)
         if walk is None or walk.signature() in taken or (keep is not None and not keep(walk)):
-            made[first.name] += 0.1
+            failed(first.name)
             continue
         request = walk_request(domain, graph, walk)
         if request in requests:
-            made[first.name] += 0.1
+            failed(first.name)
             if all(w.signature() != walk.signature() for w in reserve):
                 reserve.append(walk)
             continue
         for step in walk.targets:
             made[step.name] = made.get(step.name, 0.0) + 1
+            walked.add(step.name)
         requests.add(request)
         taken.add(walk.signature())
         walks.append(walk)
