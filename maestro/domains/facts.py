@@ -8,7 +8,8 @@ Economy", "R30133" by "room R30133.", "the current limit" by "your current limit
 determiner for another), "basic fare" by "basic fares", "late fee 175.0" by "a late fee of
 $175.00", "2025-12-28T14:45:00" by "December 28, 2025 at 2:45 PM" (dates and times read in one
 form, and up to two connectors such as "of" or "at" before a number), "2 checked bags" by "two
-checked bags" (a number from zero to twenty written as a word). A sentence is not a
+checked bags" (a number from zero to twenty written as a word), "at most twice by phone" by
+"at most two changes by phone" (a count of times). A sentence is not a
 fact: a careful agent never repeats a policy's sentence word for word, so ``communicate_info``
 refuses one (at synthesis and at load).
 """
@@ -62,6 +63,10 @@ _NUMBER_WORDS = {
         ]
     )
 }
+
+#: "once", "twice", "thrice": a count of times, stated by the word or by the number and the
+#: thing counted ("at most twice by phone" by "at most two changes by phone").
+_TIMES = {"once": "1x", "twice": "2x", "thrice": "3x"}
 
 _DECIMAL = re.compile(r"\d+\.\d+")
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -162,7 +167,7 @@ def fact_tokens(text: str) -> list[str]:
             while j < n and _word_char(folded[j]):
                 j += 1
             word = folded[i:j]
-            out.append(_NUMBER_WORDS.get(word, word))
+            out.append(_NUMBER_WORDS.get(word) or _TIMES.get(word, word))
             i = j
             continue
         else:
@@ -211,25 +216,41 @@ def _same(have: str, want: str) -> bool:
     return len(short) >= 3 and short.isalpha() and long_ in (short + "s", short + "es")
 
 
+def _take(have: list[str], j: int, want: str) -> int:
+    """How many tokens of ``have`` from ``j`` state the fact's token ``want`` (0: none): one
+    that is the same, or a number and the thing it counts for a count of times ("2 changes"
+    for "twice")."""
+    if j >= len(have):
+        return 0
+    if _same(have[j], want):
+        return 1
+    times = want in _TIMES.values()
+    if times and have[j] == want[:-1] and j + 1 < len(have) and have[j + 1].isalpha():
+        return 2
+    return 0
+
+
 def _stated_at(have: list[str], i: int, want: list[str]) -> bool:
     """Whether ``want`` is stated from ``have[i]``: each token next, or (before a number) after
     at most two connectors in all."""
-    if not _same(have[i], want[0]):
+    took = _take(have, i, want[0])
+    if not took:
         return False
-    j, skips = i + 1, 0
+    j, skips = i + took, 0
     for w in want[1:]:
         number = w[:1].isdigit() or (w[:1] == "-" and w[1:2].isdigit())
         while (
             number
             and j < len(have)
             and skips < 2
-            and not _same(have[j], w)
+            and not _take(have, j, w)
             and have[j] in CONNECTORS
         ):
             j, skips = j + 1, skips + 1
-        if j >= len(have) or not _same(have[j], w):
+        took = _take(have, j, w)
+        if not took:
             return False
-        j += 1
+        j += took
     return True
 
 

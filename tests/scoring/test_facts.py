@@ -13,6 +13,7 @@ from maestro.domains import inspect_package, load_domain
 from maestro.domains.facts import fact_problem, states_fact
 from maestro.domains.library import library_path
 from maestro.scoring import Scorer
+from maestro.scoring.criteria import stated_facts
 from maestro.simulation.scripted import gold_trajectory, paraphrased_trajectory, restated_summary
 
 TOY = Path(__file__).parents[1] / "fixtures" / "toy"
@@ -49,10 +50,16 @@ TOY = Path(__file__).parents[1] / "fixtures" / "toy"
         ("Basic economy holds at most two checked bags.", "2 checked bags"),
         ("You have 3 refills left.", "three refills"),
         ("Twelve days remain.", "12 days"),
+        # A count of times, by the word or by the number and what it counts (a careful
+        # airline agent said "at most two changes by phone" and scored 0).
+        ("Our policy allows at most two changes by phone.", "at most twice by phone"),
+        ("It may be changed twice by phone.", "twice by phone"),
     ],
 )
 def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, item: str) -> None:
     assert states_fact(text, item)
+    # COMMUNICATE's reading agrees (its n-grams once missed the connectors and plurals).
+    assert stated_facts(["Hello.", text], [item]) == [True]
 
 
 @pytest.mark.parametrize(
@@ -80,10 +87,13 @@ def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, i
         ("You may hold three checked bags.", "2 checked bags"),
         ("Twenty-one days remain.", "21 days"),  # compound number words are not read
         ("Only once per booking.", "1 per booking"),  # "once" is not a number word
+        ("At most three changes by phone.", "at most twice by phone"),
+        ("At most 2 by phone.", "at most twice by phone"),  # the thing counted is a word
     ],
 )
 def test_a_fact_is_not_stated_by_a_part_of_a_word_or_another_number(text: str, item: str) -> None:
     assert not states_fact(text, item)
+    assert stated_facts(["Hello.", text], [item]) == [False]
 
 
 def test_a_sentence_is_not_a_fact() -> None:
