@@ -398,6 +398,14 @@ def test_tasks_the_reviewer_flags_are_dropped_and_the_rest_kept(
     assert problems == [] and domain is not None
     assert len(domain.tasks) == 14 and f"{did}_syn0_w002" not in {t.id for t in domain.tasks}
     assert f"review: {did}_syn0_w002: {finding}" in result.rejected_tasks
+    # Every write is in a kept task's gold or reported as not covered (a write only the dropped
+    # task held is named, with the reviewer's finding).
+    writes = {op.name for op in team.blueprint(CONFIG).operations if op.tool_kind == "write"}
+    gold = {a.name for t in domain.tasks for a in t.gold_actions}
+    reported = {
+        line.split(": ")[1] for line in result.rejected_tasks if line.startswith("not_covered: ")
+    }
+    assert writes - gold <= reported and not reported & gold, (writes - gold, reported)
 
 
 def test_too_few_tasks_left_after_review_are_replaced_and_the_writer_told_why(

@@ -627,6 +627,22 @@ class SynthesisTeam:
             f"review: {Task.model_validate_json(x).id}: {finding.problem}" for x in dropped
         ]
         update["task_notes"] = finding.problem
+        # A write whose every task the reviewer dropped is covered no more: say so (the car
+        # rental's extra driver went unreported when its tasks were dropped).
+        writes = {
+            op.name
+            for op in Blueprint.model_validate(state["blueprint"]).operations
+            if op.tool_kind == "write"
+        }
+        still = {a.name for x in kept for a in Task.model_validate_json(x).gold_actions}
+        lost = sorted(
+            {a.name for x in dropped for a in Task.model_validate_json(x).gold_actions}
+            & writes - still
+        )
+        update["rejected_tasks"] += [
+            f"not_covered: {name}: the reviewer dropped its tasks ({finding.problem})"
+            for name in lost
+        ]
         if len(kept) >= cfg.min_tasks and refusals >= cfg.min_refusals:
             files = {**state["files"], "tasks.jsonl": "".join(x + "\n" for x in kept)}
             detail = f"dropped {len(dropped)} task(s) the reviewer flagged; {len(kept)} remain"
