@@ -23,6 +23,7 @@ from maestro.agents.codegen.generator import (
     normalise_generator,
     run_generator,
 )
+from maestro.agents.codegen.prompts import data_messages
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import worldgen
 from tests.synthesis import scripted_team as team
@@ -161,6 +162,41 @@ def test_shares_that_stray_from_what_the_blueprint_asks_are_refused(
     assert bool(problems) == bool(far)
     for s in far:
         assert f"'{s}' {pct[s]:.0f}%" in problems[0]
+
+
+def test_the_share_tolerance_the_data_prompt_states_is_the_one_the_host_holds(
+    bp: Blueprint, db: Database
+) -> None:
+    raw = json.loads(bp.model_dump_json())
+    sailings = next(e for e in raw["entities"] if e["table"] == "sailings")
+    sailings["shares"] = {"status": {"scheduled": 50, "departed": 30, "cancelled": 20}}
+    asked = Blueprint.model_validate(raw)
+    assert not sailings.get("catalog")  # a main table: the prompt states main_size's tolerance
+    limits = LIMITS
+    text = data_messages(asked, limits, None, None)[-1]["content"]
+    stated = re.search(r"share of status: scheduled 50%.*\(each within (\d+) points", text)
+    assert stated, text
+    points = int(stated.group(1))
+    n = len(db["sailings"])
+    assert n == 60
+
+    def dealt(scheduled: int, departed: int) -> Database:
+        out = copy.deepcopy(db)
+        statuses = (["scheduled"] * scheduled + ["departed"] * departed + ["cancelled"] * n)[:n]
+        for rec, status in zip(out["sailings"].values(), statuses, strict=True):
+            rec["status"] = status
+        return out
+
+    def refused(d: Database) -> list[str]:
+        return [p for p in world_problems(asked, d, limits) if "shares stray" in p]
+
+    # Written to the stated rule (scheduled 50 + points, departed 30 - points): passes.
+    at = round(n * (50 + points) / 100), round(n * (30 - points) / 100)
+    assert not refused(dealt(*at))
+    # Two records further off: refused, with the tolerance and the share named.
+    off = refused(dealt(at[0] + 2, at[1] - 2))
+    assert off and f"stray more than {points} points" in off[0]
+    assert f"'scheduled' {100 * (at[0] + 2) / n:.0f}% (asked 50%)" in off[0]
 
 
 def test_placeholders_repeated_values_and_short_tables_are_refused(

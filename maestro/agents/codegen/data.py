@@ -37,6 +37,12 @@ EXAMPLES = 3
 SHARE_TOLERANCE = 5.0
 
 
+def share_tolerance(n: int) -> float:
+    """How many percentage points a share of a table of ``n`` records may stray (the data
+    prompt states it, ``share_problems`` holds the data to it)."""
+    return max(SHARE_TOLERANCE, 200.0 / n) if n else SHARE_TOLERANCE
+
+
 class DataLimits(BaseModel):
     """How much data the stage makes."""
 
@@ -199,7 +205,7 @@ def share_problems(bp: Blueprint, db: Database) -> list[str]:
             continue
         for fname, wanted in e.shares.items():
             counts = Counter(r.get(fname) for r in rows.values())
-            tolerance = max(SHARE_TOLERANCE, 200.0 / n)
+            tolerance = share_tolerance(n)
             off = []
             for value, pct in wanted.items():
                 got = 100.0 * counts.get(value, 0) / n

@@ -31,7 +31,7 @@ from maestro.agents.codegen.conditions import (
     resolve,
     subject_of,
 )
-from maestro.agents.codegen.data import DataLimits
+from maestro.agents.codegen.data import DataLimits, share_tolerance
 from maestro.agents.codegen.example import EXAMPLE
 from maestro.agents.codegen.generator import generation_order
 from maestro.agents.codegen.tools_code import tool_header
@@ -217,9 +217,13 @@ def data_messages(
     tables = []
     for e in order:
         tables += _table_lines(bp, e)
+        size = limits.catalog_size if e.catalog else limits.main_size
         for fname, shares in e.shares.items():
             shown = ", ".join(f"{v} {p:g}%" for v, p in shares.items())
-            tables.append(f"    share of {fname}: {shown}")
+            tables.append(
+                f"    share of {fname}: {shown} (each within "
+                f"{share_tolerance(size):.0f} points of the records made)"
+            )
     checks = []
     for op in bp.operations:
         if op.requires and op.tool_kind == "write":
