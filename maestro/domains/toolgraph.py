@@ -513,11 +513,24 @@ def _related(scope: Scope, p: ParamSource) -> list[Any]:
 
 
 def _value(
-    scope: Scope, p: ParamSource, rng: random.Random, *, exact: bool = False, pinned: Any = None
+    scope: Scope,
+    p: ParamSource,
+    rng: random.Random,
+    *,
+    exact: bool = False,
+    pinned: Any = None,
+    about: Mapping[str, str] | None = None,
 ) -> Any:
+    """A value for one parameter. ``about`` holds the records the call's other arguments
+    name (``table -> key``): a text is drawn for them, not for another record."""
     if pinned:
         return rng.choice(list(pinned))
+    about = about or {}
     related = _related(scope, p)
+    # The customer's dispute of a Home Depot charge gave its reason to the dispute of their
+    # Target charge (the bank's reviewer caught it): a text is told of the call's own record.
+    foreign = _told_of_others(scope, p, about) if p.column and not p.table else set()
+    related = [v for v in related if not (isinstance(v, str) and v in foreign)]
     if p.fresh:
         # What the conversation's records hold there is what the write would change nothing to.
         column = _column_values(scope, p)
@@ -528,7 +541,11 @@ def _value(
             made = _fresh_variant(own, set(column), rng) if own is not None else None
             if made is not None:
                 return made
-        pool = [v for v in (list(p.choices) or _own_story(scope, column)) if v not in related]
+        pool = [
+            v
+            for v in (list(p.choices) or _own_story(scope, column))
+            if v not in related and not (isinstance(v, str) and v in foreign)
+        ]
         if pool:
             return rng.choice(pool)
     if p.table and p.name != scope.domain.tables[p.table].key_field:
@@ -547,10 +564,14 @@ def _value(
         keys = [k for k in session.keys(p.table) if scope.admits(p.table, k)]
         return rng.choice(keys) if keys else None
     if p.column:
-        values = _own_story(scope, _column_values(scope, p))
+        values = [
+            v
+            for v in _own_story(scope, _column_values(scope, p))
+            if not (isinstance(v, str) and v in foreign)
+        ]
         if values:
             return rng.choice(values)
-        retold = _retold(scope, p)
+        retold = _retold(scope, p, about=about)
         if retold:
             return rng.choice(retold)
         if p.scalar == "str" and not p.text_format:
@@ -740,7 +761,37 @@ def _own_story(scope: Scope, values: list[Any]) -> list[Any]:
     return [v for v in values if fits(v)]
 
 
-def _retold(scope: Scope, p: ParamSource, limit: int = 20) -> list[str]:
+def _told_of_others(scope: Scope, p: ParamSource, about: Mapping[str, str]) -> set[str]:
+    """Texts of the parameter's field that name things of a record other than the one the
+    call is about (``about``: a dispute's reason naming the merchant and sum of another of the
+    customer's charges, while the call disputes this one). Texts naming nothing of their
+    records (\"I did not authorise this charge\") are not among them."""
+    if p.column is None or not about:
+        return set()
+    table, name = p.column
+    refs = [(f, t) for f, t in sorted(scope.refs.get(table, {}).items()) if t in about]
+    if not refs:
+        return set()
+    out: set[str] = set()
+    owns = {t: scope.session.get(t, about[t]) for _, t in refs}
+    for record in scope.session.scan(table):
+        text = record.get(name)
+        if not isinstance(text, str) or len(text.split()) < _PROSE_WORDS or text in out:
+            continue
+        for fname, target in refs:
+            key, own = record.get(fname), owns[target]
+            if not isinstance(key, str) or key == about[target] or own is None:
+                continue
+            source = scope.session.get(target, key)
+            if source is not None and _retell(text, source, own) != text:
+                out.add(text)
+                break
+    return out
+
+
+def _retold(
+    scope: Scope, p: ParamSource, limit: int = 20, about: Mapping[str, str] | None = None
+) -> list[str]:
     """Texts of the parameter's field told again of the conversation's own record: a dispute's
     reason names its transaction's merchant and amount ("Did not dine at Starbucks; this $17.59
     charge is unauthorized"); for the customer's own transaction those become its own (every
@@ -751,7 +802,10 @@ def _retold(scope: Scope, p: ParamSource, limit: int = 20) -> list[str]:
     table, name = p.column
     out: list[str] = []
     for fname, target in sorted(scope.refs.get(table, {}).items()):
-        own = next((rec for t, _, rec in reversed(scope.known) if t == target), None)
+        if about and target in about:
+            own = scope.session.get(target, about[target])  # the call's own record
+        else:
+            own = next((rec for t, _, rec in reversed(scope.known) if t == target), None)
         if own is None:
             continue
         for record in scope.session.scan(table):
@@ -818,6 +872,7 @@ def fill(
     ``exact``: a read in a chain asks about the walk's own records); ``pinned`` values are
     drawn from as given. None when a required one cannot be found."""
     args: dict[str, Any] = {}
+    about: dict[str, str] = {}  # the records the arguments drawn so far name
     pinned = {**_drawn_together(scope, params, rng, pinned or {}), **(pinned or {})}
     for p in params:
         if not p.required:
@@ -827,12 +882,14 @@ def fill(
             if p.scalar == "bool" and not p.choices and isinstance(p.default, bool):
                 args[p.name] = not p.default
                 continue
-        value = _value(scope, p, rng, exact=exact, pinned=pinned.get(p.name))
+        value = _value(scope, p, rng, exact=exact, pinned=pinned.get(p.name), about=about)
         if value is None:
             if p.required:
                 return None
             continue
         args[p.name] = [value] if p.is_list and not isinstance(value, list) else value
+        if p.table and isinstance(value, str):
+            about[p.table] = value
         if p.table and isinstance(value, str) and not scope.add(p.table, value):
             return None  # another person's record: never part of this conversation
     return args

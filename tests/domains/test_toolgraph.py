@@ -194,6 +194,44 @@ def test_a_note_of_another_request_is_drawn_retold_for_the_own_request() -> None
     assert not any(o in t.casefold() for t in told for o in others)
 
 
+def test_a_text_of_the_customers_other_record_is_not_drawn_for_this_one() -> None:
+    """The bank's walk disputed a $12.78 Target charge with the reason of the customer's own
+    dispute of a $221.73 Home Depot charge (2026-12-04, the reviewer dropped it): a text held by
+    the conversation still told another record's story. A text is drawn for the record the
+    call names (told again of it), or names nothing of any record."""
+    import random
+    import re
+
+    from maestro.domains.toolgraph import ParamSource, Scope, fill
+
+    energy = load_domain(library_path("energy"), check_gold=False)
+    session = energy.start_session()
+    adjustment = session.require("adjustments", "ADJ00001")
+    assert adjustment["note"] == "Goodwill credit for SR70010"
+    # A second request of the same customer's, the one the call is about.
+    other = dict(session.require("service_requests", "SR70010"))
+    mine = "SR79999"
+    session.put("service_requests", {**other, "request_id": mine, "kind": "meter_fault"})
+    # add_adjustment(request_id, note), the request drawn first as a tool's signature has it.
+    params = [
+        ParamSource("request_id", True, None, table="service_requests"),
+        ParamSource("note", True, None, column=("adjustments", "note")),
+    ]
+    drawn = []
+    for seed in range(30):
+        scope = Scope.of(energy, session)
+        scope.add("accounts", adjustment["account_id"])
+        scope.known.append(("adjustments", "ADJ00001", adjustment))  # the customer's own
+        args = fill(
+            scope, params, random.Random(seed), optional_rate=0, pinned={"request_id": [mine]}
+        )
+        assert args is not None and args["request_id"] == mine
+        drawn.append(args["note"])
+    assert all(isinstance(v, str) for v in drawn), drawn
+    named = {code for v in drawn for code in re.findall(r"SR\d+", v)}
+    assert named <= {mine}, named  # never SR70010 (the held record's) nor anyone else's
+
+
 def test_a_write_few_records_accept_gets_its_tries_before_the_easy_ones_repeat(
     hotel: Domain,
 ) -> None:
