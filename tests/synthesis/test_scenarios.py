@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,7 +214,7 @@ def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
         "codegen",
         [
             Reply(
-                content=refusal(1, ["we will refund you in full"], first[0])
+                content=refusal(1, ["account holder refunded in full"], first[0])
             ),  # not in the policy
             Reply(content=refusal(1, ["account holder"])),  # the customer is not told the values
             Reply(content=refusal(1, ["account holder"], first[0])),
@@ -238,7 +239,11 @@ def test_refusal_tasks_forbid_a_write_the_tools_would_accept(
     reasons = [r for r, _ in out.rejected]
     assert reasons == (["no_forbidden_write"] if plans[1].group else ["no_walk"])
     asks = [body for episode, _, body in scripted.model.requests if episode.endswith("refusal-0")]
-    assert "not found in the policy text" in asks[1]["messages"][-1]["content"]
+    told = asks[1]["messages"][-1]["content"]
+    assert "not found in the policy text: ['account holder refunded in full']" in told
+    # The rejection shows the policy line nearest the fact, to copy a run of words from.
+    nearest = re.search(r"nearest to 'account holder refunded in full': '([^']+)'", told)
+    assert nearest and nearest.group(1) == "3. Only the account holder may cancel an order.", told
     assert "known_info must state the exact value(s)" in asks[2]["messages"][-1]["content"]
     assert all(b["response_format"]["json_schema"]["name"] == "refusal" for b in asks)
 

@@ -20,11 +20,13 @@ from maestro.agents.codegen.scenarios import (
     is_tool_refusal,
     parse_draft,
     plan_walks,
+    refused_operation,
     refused_state,
+    unrefused,
 )
 from maestro.agents.codegen.state import SynthesisConfig
 from maestro.domains import Domain
-from maestro.domains.models import Action
+from maestro.domains.models import Action, Task
 from maestro.scoring.conformance import check_task
 from maestro.scoring.scorer import Scorer
 from maestro.simulation.scripted import by_turn, summary_text, turns_trajectory
@@ -257,3 +259,67 @@ def test_a_refusal_for_a_records_status_asks_for_the_state_it_is_in(ferry: Domai
     )
     trajectory = turns_trajectory(ferry, task, by_turn(task, task.gold_actions), own_words)
     assert Scorer(ferry).score(task, trajectory, None).reward == 1
+
+
+def test_refusals_beyond_the_agent_rules_go_to_tool_rules_before_a_rule_repeats(
+    ferry: Domain,
+) -> None:
+    """One domain of the 2026-12-03 check refused the same agent rule twice while tool rules
+    went unrefused: the refusals asked for outnumbered its rules."""
+    bp = team.blueprint(CONFIG)
+    agent = refusal_rules(bp)[:2]
+    tools = tool_rules(bp)
+    assert len({r.operation for r in agent}) == 2 and len(tools) >= 3
+
+    def planned(tool_rules_given: list) -> tuple[list[str], list[str]]:
+        _, plans = plan_walks(
+            ferry,
+            n=1,
+            seed=0,
+            refusals=3,
+            rules=agent,
+            guide=walk_guide(bp),
+            tool_refusals=1,
+            tool_rules=tool_rules_given,
+        )
+        ruled = [p.rule.operation for p in plans if p.rule and not p.rule.enforced and p.group]
+        enforced = [p.rule.rule for p in plans if p.rule and p.rule.enforced and p.group]
+        return ruled, enforced
+
+    ruled, enforced = planned(tools)
+    assert sorted(ruled) == sorted(r.operation for r in agent)  # each agent rule once
+    assert len(enforced) == 2 and len(set(enforced)) == 2  # the third refusal: a tool rule
+    # With no tool rule to take it, the third refusal repeats an agent rule (another customer).
+    ruled, enforced = planned([])
+    assert len(ruled) == 3 and len(set(ruled)) == 2 and enforced == []
+
+
+def test_a_retry_refuses_the_rules_no_kept_refusal_refuses() -> None:
+    bp = team.blueprint(CONFIG)
+    agent, tools = refusal_rules(bp), tool_rules(bp)
+
+    def refusal(purpose: str) -> Task:
+        return Task.model_validate(
+            {
+                "id": "t",
+                "category": "refusal",
+                "description": {"purpose": purpose},
+                "user_scenario": {
+                    "instructions": {
+                        "domain": "ferry",
+                        "reason_for_call": "x",
+                        "task_instructions": "x",
+                    }
+                },
+                "evaluation_criteria": {},
+            }
+        )
+
+    kept = [
+        refusal(f"Synthesized refusal: {agent[0].operation} is forbidden here"),
+        refusal(f"Synthesized refusal: the tool refuses {tools[0].operation} here"),
+    ]
+    assert [refused_operation(t) for t in kept] == [agent[0].operation, tools[0].operation]
+    assert unrefused(agent, kept) == [r for r in agent if r.operation != agent[0].operation]
+    assert unrefused(tools, kept) == [r for r in tools if r.operation != tools[0].operation]
+    assert unrefused(agent[:1], kept) == agent[:1]  # every rule refused: all of them again

@@ -40,7 +40,7 @@ from maestro.agents.codegen.scenario_prompts import (
 from maestro.agents.settings import LLMSettings
 from maestro.agents.structured import StructuredAnswerError, ask_structured
 from maestro.conversation import Completion
-from maestro.domains.facts import fact_problem, states_fact
+from maestro.domains.facts import MAX_FACT_WORDS, fact_problem, fact_tokens, states_fact
 from maestro.domains.library import library_path
 from maestro.domains.loader import load_domain
 from maestro.domains.models import (
@@ -172,7 +172,8 @@ def plan_walks(
     if rules:
         start = domain.start_session()
         owners: set[Any] = set()  # the customers refusals have gone to: spread them
-        for j in range(refusals):
+
+        def refuse(j: int) -> None:
             rule = rules[j % len(rules)]
             applies = _applies(rule, start)
 
@@ -187,10 +188,22 @@ def plan_walks(
                 )
                 if group:
                     break
-            taken += [w.signature() for w in group]
+            taken.extend(w.signature() for w in group)
             owners.update(w.owner for w in group if w.owner is not None)
             plans.append(RefusalPlan(group, rule))
-        plans += _tool_refusals(domain, graph, tool_refusals, tool_rules or [], seed, taken, guide)
+
+        # Each agent rule once; refusals beyond the rules go to tool rules not yet refused, and
+        # a rule is refused twice only when no other rule is left to refuse.
+        once = min(refusals, len(rules))
+        for j in range(once):
+            refuse(j)
+        spare = refusals - once
+        tools = _tool_refusals(
+            domain, graph, tool_refusals + spare, tool_rules or [], seed, taken, guide
+        )
+        plans += tools
+        for j in range(once, once + spare - max(0, len(tools) - tool_refusals)):
+            refuse(j)
         return walks, plans
     pool = sample_walks(
         domain,
@@ -618,7 +631,12 @@ def _refusal_task(
         )
     unquoted = [c for c in phrases if not states_fact(policy, c) and not states_fact(seen, c)]
     if unquoted:
-        raise DraftError(f"communicate_info facts not found in the policy text: {unquoted}")
+        raise DraftError(
+            f"communicate_info facts not found in the policy text: {unquoted}; each is a run "
+            f"of at most {MAX_FACT_WORDS} words the policy itself says (a long rule's limit "
+            "alone: 'within 60 days of the transaction date', not the rule)"
+            + "".join(_nearest_rule(domain.policy, c) for c in unquoted)
+        )
     if state is not None and not any(states_fact(seen, c) for c in phrases):
         raise DraftError(
             f"communicate_info must name the state the record is in, {state.value!r} ({state}): "
@@ -636,7 +654,7 @@ def _refusal_task(
     return Task(
         id="pending",
         description=TaskDescription(
-            purpose=f"Synthesized refusal: {step.name} is forbidden here",
+            purpose=f"{RULE_REFUSAL}{step.name} is forbidden here",
             relevant_policies=draft.rule,
         ),
         user_scenario=_scenario(domain, scenario),
@@ -650,6 +668,17 @@ def _refusal_task(
     )
 
 
+def _nearest_rule(policy: str, fact: str) -> str:
+    """The policy line sharing most words with a fact it does not state, to copy from."""
+    want = set(fact_tokens(fact))
+    best, score = "", 0
+    for line in policy.splitlines():
+        shared = len(want & set(fact_tokens(line)))
+        if shared > score:
+            best, score = line.strip(), shared
+    return f"; the policy says, nearest to {fact!r}: {best[:300]!r}" if best else ""
+
+
 def is_tool_refusal(task: Task) -> bool:
     """Whether a task is a refusal its tool enforces (:func:`_tool_refusal_task`)."""
     purpose = task.description.purpose if task.description else None
@@ -658,6 +687,28 @@ def is_tool_refusal(task: Task) -> bool:
 
 #: How a refusal the tool enforces begins its purpose.
 TOOL_REFUSAL = "Synthesized refusal: the tool refuses "
+#: How a refusal by agent rule begins its purpose.
+RULE_REFUSAL = "Synthesized refusal: "
+
+
+def refused_operation(task: Task) -> str | None:
+    """The operation a synthesized refusal refuses (from its purpose), None for other tasks."""
+    purpose = (task.description.purpose if task.description else None) or ""
+    if task.category != "refusal" or not purpose.endswith(" here"):
+        return None
+    if purpose.startswith(TOOL_REFUSAL):
+        return purpose[len(TOOL_REFUSAL) : -len(" here")] or None
+    if purpose.startswith(RULE_REFUSAL) and purpose.endswith(" is forbidden here"):
+        return purpose[len(RULE_REFUSAL) : -len(" is forbidden here")] or None
+    return None
+
+
+def unrefused(rules: list[RefusalRule], kept: Sequence[Task]) -> list[RefusalRule]:
+    """The rules whose operation no kept refusal of their kind refuses yet, in their order;
+    all of them when every one has been refused (a retry adds refusals of other rules first)."""
+    done = {(refused_operation(t), is_tool_refusal(t)) for t in kept if refused_operation(t)}
+    fresh = [r for r in rules if (r.operation, r.enforced) not in done]
+    return fresh or rules
 
 
 def _tool_refusal_task(

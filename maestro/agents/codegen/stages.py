@@ -56,6 +56,7 @@ from maestro.agents.codegen.scenarios import (
     synthesize_tasks,
     task_signature,
     tasks_jsonl,
+    unrefused,
 )
 from maestro.agents.codegen.state import Outcome, SynthesisConfig, SynthesisEvent, SynthesisState
 from maestro.agents.codegen.tools_code import normalise_tool, tools_source
@@ -509,9 +510,10 @@ class SynthesisTeam:
                     n=max(0, target - (len(kept) - refusals_kept)),
                     seed=seed,
                     refusals=max(0, cfg.refusals - (refusals_kept - tool_kept)),
-                    rules=refusal_rules(bp),
+                    # A retry refuses the rules no kept refusal refuses yet.
+                    rules=unrefused(refusal_rules(bp), kept),
                     tool_refusals=max(0, cfg.tool_refusals - tool_kept),
-                    tool_rules=tool_rules(bp),
+                    tool_rules=unrefused(tool_rules(bp), kept),
                     guide=walk_guide(bp),
                     # What the reviewer refused is not made again, and its finding is told.
                     exclude=[task_signature(domain, t) for t in dropped],
