@@ -618,10 +618,20 @@ def _fresh_variant(own: str, taken: set[Any], rng: random.Random) -> str | None:
 #: Parts of a name that say the value is one person's own (a street line, an email): drawn
 #: from another record, it is varied so that nobody holds it.
 _OWN = ("address", "street", "line", "email", "phone", "mobile")
+#: Of those, the parts of a place: varied from the place drawn (another house on its street, a
+#: number of its area code); any other value naming its person (an email, a licence number)
+#: is varied from the customer's own.
+_PLACE = ("address", "street", "line", "phone", "mobile")
+#: Fields of the place itself, kept as the record drawn holds them.
+_AREA = ("city", "state", "zip", "postal", "postcode", "country", "region", "county", "town")
 
 
 def _drawn_together(
-    scope: Scope, params: Sequence[ParamSource], rng: random.Random, pinned: Mapping[str, Any]
+    scope: Scope,
+    params: Sequence[ParamSource],
+    rng: random.Random,
+    pinned: Mapping[str, Any],
+    exact: bool = False,
 ) -> dict[str, list[Any]]:
     """New values of several fields of one table (a street, a city, a state, a ZIP code) taken
     from one record of it, so they agree (drawn field by field, a Raleigh address got a
@@ -629,7 +639,9 @@ def _drawn_together(
     nobody holds it (another house on that street)."""
     groups: dict[str, list[ParamSource]] = {}
     for p in params:
-        if p.fresh and p.column and not p.table and not p.choices and p.name not in pinned:
+        # A choice of the field too (a city one of five towns): drawn alone, a Lakeside
+        # address got Fairview's ZIP code.
+        if p.fresh and p.column and not p.table and p.name not in pinned:
             groups.setdefault(p.column[0], []).append(p)
     out: dict[str, list[Any]] = {}
     for table, group in groups.items():
@@ -640,6 +652,7 @@ def _drawn_together(
             r
             for r in scope.session.scan(table)
             if all(r.get(p.column[1]) is not None for p in group if p.column)
+            and all(r.get(p.column[1]) in p.choices for p in group if p.column and p.choices)
             and r.get(scope.domain.tables[table].key_field) not in held
         ]
         if not rows:
@@ -649,10 +662,81 @@ def _drawn_together(
             assert p.column is not None
             value = source[p.column[1]]
             column = _column_values(scope, p)
-            if isinstance(value, str) and any(w in p.name for w in _OWN) and _identifying(column):
-                value = _fresh_variant(value, set(column), rng) or value
+            shared = any(w in p.name for w in _AREA)  # a ZIP code is its place's, not one's own
+            if isinstance(value, str) and _identifying(column) and not shared:
+                # Another person's licence or email is no new one of the customer's (the car
+                # rental's renewed licence was another customer's, name encoded and all).
+                own = next((v for v in _related(scope, p) if isinstance(v, str)), None)
+                base = value if own is None or any(w in p.name for w in _PLACE) else own
+                value = _fresh_variant(base, set(column), rng) or base
             out[p.name] = [value]
+    out.update(_named_together(scope, params, rng, {**pinned, **out}, exact))
     return out
+
+
+def _named_together(
+    scope: Scope,
+    params: Sequence[ParamSource],
+    rng: random.Random,
+    pinned: Mapping[str, Any],
+    exact: bool,
+) -> dict[str, list[Any]]:
+    """Several names of one table's record (a pharmacy and its phone, a prescriber and a
+    prescription number) taken from one record, the conversation's own where it holds one:
+    drawn field by field, a transferred prescription came from one pharmacy with another's
+    phone number. Stories (texts of several words) are left to ``_value``, which tells them
+    of the call's record."""
+    groups: dict[str, list[ParamSource]] = {}
+    for p in params:
+        if (
+            p.column
+            and not (p.fresh or p.table or p.text_format or p.is_list)
+            and p.scalar == "str"
+            and p.name not in pinned
+        ):
+            groups.setdefault(p.column[0], []).append(p)
+    out: dict[str, list[Any]] = {}
+    for table, group in groups.items():
+        if len(group) < 2:
+            continue
+        group = [p for p in group if not _prose_field(scope, p)]
+        fields = [p.column[1] for p in group if p.column]
+        if len(group) < 2 or len(set(fields)) < len(fields):
+            continue  # one field twice (from a branch's name to another's): not one record
+
+        def whole(r: Mapping[str, Any], group: list[ParamSource] = group) -> bool:
+            return all(
+                isinstance(r.get(p.column[1]), str)
+                and (not p.choices or r.get(p.column[1]) in p.choices)
+                for p in group
+                if p.column
+            )
+
+        own = [rec for t, _, rec in scope.known if t == table and whole(rec)]
+        if own and (exact or rng.random() < 0.85):
+            rows = own
+        elif exact:
+            continue
+        else:
+            key_field = scope.domain.tables[table].key_field
+            rows = [
+                r
+                for r in scope.session.scan(table)
+                if whole(r) and scope.admits(table, r[key_field])
+            ] or [r for r in scope.session.scan(table) if whole(r)]
+        if not rows:
+            continue
+        source = rng.choice(rows)
+        for p in group:
+            assert p.column is not None
+            out[p.name] = [source[p.column[1]]]
+    return out
+
+
+def _prose_field(scope: Scope, p: ParamSource) -> bool:
+    """Whether most of the parameter's field's values are stories (several words)."""
+    texts = [v for v in _column_values(scope, p) if isinstance(v, str)]
+    return bool(texts) and sum(len(v.split()) >= _PROSE_WORDS for v in texts) * 2 > len(texts)
 
 
 #: Words in a text that make it a story rather than a value (a damage description, a note).
@@ -873,7 +957,7 @@ def fill(
     drawn from as given. None when a required one cannot be found."""
     args: dict[str, Any] = {}
     about: dict[str, str] = {}  # the records the arguments drawn so far name
-    pinned = {**_drawn_together(scope, params, rng, pinned or {}), **(pinned or {})}
+    pinned = {**_drawn_together(scope, params, rng, pinned or {}, exact), **(pinned or {})}
     for p in params:
         if not p.required:
             # Optional arguments stay at their default unless drawn; a drawn bool flips it.

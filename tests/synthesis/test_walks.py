@@ -304,7 +304,7 @@ def test_a_new_address_is_one_place_not_fields_of_several() -> None:
     import random
 
     from maestro.domains import library_path, load_domain
-    from maestro.domains.toolgraph import ParamSource, Scope, _drawn_together
+    from maestro.domains.toolgraph import ParamSource, Scope, _drawn_together, fill
 
     hotel = load_domain(library_path("hotel"), check_gold=False)
     session = hotel.start_session()
@@ -327,6 +327,20 @@ def test_a_new_address_is_one_place_not_fields_of_several() -> None:
         assert line not in {g["address_line"] for g in guests}  # a house nobody lives in...
         street = lambda text: " ".join(w for w in text.split() if not any(c.isdigit() for c in w))  # noqa: E731
         assert any(street(line) == street(g["address_line"]) for g in source)  # ...on that street
+    # The pharmacy's city was a choice (a Literal of its five towns) and was drawn alone: "a
+    # Lakeside address with Fairview's ZIP" (2026-12-04, the reviewer dropped it).
+    cities = tuple(sorted({g["city"] for g in session.scan("guests")}))
+    chosen = [
+        ParamSource("city", True, None, column=("guests", "city"), choices=cities, fresh=True),
+        ParamSource("postal_code", True, None, column=("guests", "postal_code"), fresh=True),
+    ]
+    for seed in range(20):
+        args = fill(scope, chosen, random.Random(seed), optional_rate=0)
+        assert args is not None
+        assert any(
+            (g["city"], g["postal_code"]) == (args["city"], args["postal_code"])
+            for g in session.scan("guests")
+        ), args
 
 
 def test_a_rule_on_a_parameter_against_the_clock_is_aimed_at_inside_its_window() -> None:
@@ -369,3 +383,83 @@ def test_two_writes_are_a_pair_a_customer_brings(ferry: Domain) -> None:
     assert any(p != ("cancel_booking", "book_sailing") for p in before), before
     after = pairs(guide)
     assert after and set(after) == {("cancel_booking", "book_sailing")}, after
+
+
+def test_names_of_one_record_are_drawn_from_one_record() -> None:
+    """A capable model's pharmacy transfer came from "Walgreens #16738" with the phone of
+    another pharmacy (2026-12-04): a new record's names were drawn field by field."""
+    import random
+
+    from maestro.domains import library_path, load_domain
+    from maestro.domains.toolgraph import ParamSource, Scope, fill
+
+    hotel = load_domain(library_path("hotel"), check_gold=False)
+    session = hotel.start_session()
+    params = [
+        ParamSource(name, True, None, column=("guests", name))
+        for name in ("first_name", "last_name", "email")
+    ]
+    guests = list(session.scan("guests"))
+    assert len({g["last_name"] for g in guests}) > 1
+    for seed in range(30):
+        scope = Scope.of(hotel, session)
+        args = fill(scope, params, random.Random(seed), optional_rate=0)
+        assert args is not None
+        assert any(
+            tuple(g[f] for f in ("first_name", "last_name", "email"))
+            == tuple(args[f] for f in ("first_name", "last_name", "email"))
+            for g in guests
+        ), args
+    # One field twice (a transfer from one guest to another, by email) is not one record.
+    twice = [
+        ParamSource("from_email", True, None, column=("guests", "email")),
+        ParamSource("to_email", True, None, column=("guests", "email")),
+    ]
+    pairs = {
+        tuple(fill(Scope.of(hotel, session), twice, random.Random(s), optional_rate=0).values())
+        for s in range(30)
+    }
+    assert any(a != b for a, b in pairs)
+
+
+def test_a_new_value_naming_its_person_is_the_customers_own_varied() -> None:
+    """The car rental's renewed licence was another customer's (PARRY605169DM9ED for Ellie
+    Richardson, 2026-12-04): the licence and its expiry were drawn together from another record,
+    and only a street line or a phone was varied."""
+    import random
+    import re
+
+    from maestro.domains import library_path, load_domain
+    from maestro.domains.toolgraph import ParamSource, Scope, fill
+
+    hotel = load_domain(library_path("hotel"), check_gold=False)
+    session = hotel.start_session()
+    guests = list(session.scan("guests"))
+    emails = {g["email"] for g in guests}
+    params = [
+        ParamSource("guest_id", True, None, table="guests"),
+        ParamSource("email", True, None, column=("guests", "email"), fresh=True),
+        ParamSource(
+            "marketing_opt_in",
+            True,
+            None,
+            column=("guests", "marketing_opt_in"),
+            fresh=True,
+            scalar="bool",
+        ),
+    ]
+    for seed, guest in enumerate(guests[:20]):
+        scope = Scope.of(hotel, session)
+        assert scope.add("guests", guest["guest_id"])  # the identity lookup found them
+        args = fill(
+            scope,
+            params,
+            random.Random(seed),
+            optional_rate=0,
+            pinned={"guest_id": [guest["guest_id"]]},
+        )
+        assert args is not None and args["email"] not in emails, args
+        local, _, host = guest["email"].partition("@")
+        assert re.fullmatch(
+            re.escape(re.sub(r"[0-9]+$", "", local)) + r"[0-9]+@" + re.escape(host), args["email"]
+        ), (guest["email"], args["email"])
