@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from maestro.agents.client import CallLog, Endpoints, LLMCall
 from maestro.agents.roles import Assistant, UserSimulator
@@ -37,7 +37,16 @@ class EpisodeJob(BaseModel):
 class BatchConfig(BaseModel):
     concurrency: int = Field(32, ge=1)
     limits: EpisodeLimits = Field(default_factory=EpisodeLimits)
+    #: The whole batch's deadline; an episode's is cut to what is left of it. Unset, it is an
+    #: hour or the episode deadline if longer: ``--episode-deadline-s 5400`` was cut to 3,600 s
+    #: without a word (a relay check's episodes all ended at 3,599.6 s).
     batch_deadline_s: float = Field(3600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _batch_holds_an_episode(self) -> BatchConfig:
+        if "batch_deadline_s" not in self.model_fields_set:
+            self.batch_deadline_s = max(self.batch_deadline_s, self.limits.deadline_s)
+        return self
 
 
 class BatchResult(BaseModel):

@@ -169,3 +169,16 @@ def test_ray_fan_out_runs_batches_on_two_workers(tmp_path: Path) -> None:
     assert all(e.termination == Termination.USER_STOP for e in batch.episodes)
     cards = asyncio.run(score_episodes(toy, batch.episodes, Judging.off()))
     assert [c.reward for c in cards] == [1.0] * len(jobs)
+
+
+def test_the_batch_deadline_holds_the_episode_deadline_asked_for() -> None:
+    """``maestro simulate --episode-deadline-s 5400`` ended every episode at 3,599.6 s: the
+    batch's default hour cut it without a word."""
+    asked = BatchConfig(limits=EpisodeLimits(deadline_s=5400.0))
+    assert asked.batch_deadline_s == 5400.0
+    assert BatchConfig().batch_deadline_s == 3600.0
+    # A batch deadline given is kept, shorter than an episode's or not.
+    assert (
+        BatchConfig(limits=EpisodeLimits(deadline_s=60.0), batch_deadline_s=1.0).batch_deadline_s
+        == 1.0
+    )
