@@ -615,10 +615,8 @@ def _fresh_variant(own: str, taken: set[Any], rng: random.Random) -> str | None:
     return None
 
 
-#: Parts of a name that say the value is one person's own (a street line, an email): drawn
-#: from another record, it is varied so that nobody holds it.
-_OWN = ("address", "street", "line", "email", "phone", "mobile")
-#: Of those, the parts of a place: varied from the place drawn (another house on its street, a
+#: Parts of a name that say a new value is one of a place's (a street line, a phone): drawn
+#: from another record, it is varied so that nobody holds it (another house on its street, a
 #: number of its area code); any other value naming its person (an email, a licence number)
 #: is varied from the customer's own.
 _PLACE = ("address", "street", "line", "phone", "mobile")
@@ -635,8 +633,9 @@ def _drawn_together(
 ) -> dict[str, list[Any]]:
     """New values of several fields of one table (a street, a city, a state, a ZIP code) taken
     from one record of it, so they agree (drawn field by field, a Raleigh address got a
-    Virginia ZIP code); a field that is one person's own (the street line) is then varied so
-    nobody holds it (another house on that street)."""
+    Virginia ZIP code); a street line or a phone is then varied so nobody holds it (another
+    house on that street), and a value naming its person (an email, a licence) is the
+    customer's own varied. Then the names drawn together (``_named_together``)."""
     groups: dict[str, list[ParamSource]] = {}
     for p in params:
         # A choice of the field too (a city one of five towns): drawn alone, a Lakeside
