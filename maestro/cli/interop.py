@@ -1,4 +1,4 @@
-"""maestro CLI: interop commands: ``serve-mcp``, ``export tau2`` and ``annotate``."""
+"""maestro CLI: interop commands: ``serve-mcp``, ``export tau2``, ``export hf`` and ``annotate``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from maestro.cli.domains import load_or_exit
 from maestro.cli.inputs import lake_or_exit, seconds, writable_folder
 from maestro.cli.output import echo, log_handler
 
-export_app = typer.Typer(help="Write a domain in another harness's format.", no_args_is_help=True)
+export_app = typer.Typer(
+    help="Write a domain, or a task set, in another harness's format.", no_args_is_help=True
+)
 annotate_app = typer.Typer(
     help="Expert labels of judged NL assertions, and judge-expert agreement.", no_args_is_help=True
 )
@@ -121,6 +123,76 @@ def export_tau2_cmd(
         echo(str(path))
     for warning in result.warnings:
         echo(f"note: {warning}", err=True)
+
+
+@export_app.command("hf")
+def export_hf_cmd(
+    task_set: str = typer.Argument(..., metavar="TASK_SET", help="Task set id (task_sets table)."),
+    out: Path = typer.Argument(..., help="Folder to write the dataset, its shards and card to."),
+    kind: str = typer.Option(..., help="sft, dpo or rl."),
+    domain: list[str] = typer.Option(
+        [],
+        "--domain",
+        help="Library id or package folder of a domain the task set names (library ids are "
+        "found without it).",
+    ),
+    license_id: str = typer.Option(
+        "other", "--license", help="The card's licence for maestro's own domains' rows."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Write into a non-empty folder (a previous export is replaced)."
+    ),
+    lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write a task set as a Hugging Face dataset (save_to_disk, parquet shards, a card)."""
+    import json
+
+    from maestro.domains.files import TargetError, check_target
+    from maestro.domains.library import library_ids
+    from maestro.training.hf_export import KINDS, ExportError, export_hf, task_set_domains
+
+    if kind not in KINDS:
+        raise typer.BadParameter(f"{kind!r} is not one of {', '.join(KINDS)}", param_hint="--kind")
+    try:
+        check_target(out, force=force)  # before anything loads: nothing is read or written
+    except TargetError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OUT") from None
+    lake = lake_or_exit(lake_root)
+    try:
+        named = task_set_domains(lake, task_set)
+    except ExportError as exc:
+        echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    domains = {d.id: d for d in (load_or_exit(r) for r in domain)}
+    library = set(library_ids())
+    for d in named:
+        if d not in domains:
+            if d not in library:
+                echo(
+                    f"error: task set {task_set!r} names domain {d!r}, which is not in the "
+                    "library: give its package folder with --domain",
+                    err=True,
+                )
+                raise typer.Exit(2)
+            domains[d] = load_or_exit(d)
+    import datasets
+
+    datasets.disable_progress_bars()  # one line per export, not a bar per split and shard
+    try:
+        result = export_hf(lake, domains, task_set, out, kind, license_id=license_id)
+    except ExportError as exc:
+        echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        echo(json.dumps(result.summary(), indent=2))
+        return
+    rows = ", ".join(f"{s} {n}" for s, n in result.rows.items())
+    echo(f"{result.kind} rows of {task_set}: {rows}; card {out / 'README.md'}")
+    for split, reason in result.empty.items():
+        echo(f"note: split {split} has no rows: {reason}", err=True)
+    for reason, n in result.dropped.items():
+        echo(f"note: {n} row(s) left out: {reason}", err=True)
 
 
 @annotate_app.command("export")
