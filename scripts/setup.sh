@@ -19,5 +19,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # BFCL's data, API classes and checker (maestro import bfcl): without its pinned dependencies
     # (model SDKs, torch extras); what its multi-turn code imports (mpmath) is in pyproject.toml.
     .venv/bin/python -m pip install --quiet --no-deps -c constraints.txt bfcl-eval
+    # OpenEnv's server and client (maestro serve-openenv): without gradio, which its pinned
+    # requirements pull in for a web UI; what its modules import is in the train extra.
+    .venv/bin/python -m pip install --quiet --no-deps -c constraints.txt openenv-core
     echo "$want" > "$stamp"
 fi

@@ -1,4 +1,5 @@
-"""maestro CLI: interop commands: ``serve-mcp``, ``export tau2``, ``export hf`` and ``annotate``."""
+"""maestro CLI: interop commands: ``serve-mcp``, ``serve-openenv``, ``export tau2``, ``export hf``
+and ``annotate``."""
 
 from __future__ import annotations
 
@@ -93,6 +94,118 @@ def serve_mcp(
     except MCPServerError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def serve_openenv(
+    target: str = typer.Argument(
+        ...,
+        metavar="DOMAIN|TASK_SET",
+        help="Library id or package folder (its tasks), or a task set id in the lake.",
+    ),
+    domain: list[str] = typer.Option(
+        [],
+        "--domain",
+        help="A task set's domain that is not in the library: its package folder.",
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", help="Interface to listen on (other than loopback needs --token)."
+    ),
+    port: int = typer.Option(8000, min=1, max=65535, help="Port to listen on."),
+    token: str | None = typer.Option(
+        None,
+        envvar="MAESTRO_OPENENV_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' on every request and WebSocket.",
+    ),
+    max_sessions: int = typer.Option(64, min=1, max=100_000, help="Sessions held at once."),
+    idle_timeout_s: float = typer.Option(
+        600.0, parser=seconds, metavar="SECONDS", help="A session idle this long ends."
+    ),
+    max_turns: int = typer.Option(30, min=1, max=1000, help="Turn limit per episode."),
+    episode_deadline_s: float = typer.Option(
+        1800.0, parser=seconds, metavar="SECONDS", help="Deadline per episode."
+    ),
+    judge: bool = typer.Option(True, help="Judge NL assertions with the judge role."),
+    lake_root: str | None = typer.Option(None, help="Lake root (default MAESTRO_LAKE_ROOT)."),
+) -> None:
+    """Serve tasks as an OpenEnv environment (reset with a task, step with the agent's turn)."""
+    import uvicorn
+
+    from maestro.agents.settings import load_llm_settings
+    from maestro.domains.library import domain_path, library_ids
+    from maestro.listen import ListenError, check_listen, is_loopback
+    from maestro.simulation.episode import EpisodeLimits
+    from maestro.training.hf_export import ExportError, task_set_domains
+    from maestro.training.openenv_server import Catalog, OpenEnvError, build_app
+
+    if token is not None and len(token) < 16:
+        raise typer.BadParameter("use at least 16 characters", param_hint="--token")
+    if token is None and not is_loopback(host):
+        raise typer.BadParameter(
+            f"{host} is not a loopback address: anyone who reaches it could play and change "
+            "the environment; give --token (or MAESTRO_OPENENV_TOKEN)",
+            param_hint="--host",
+        )
+    try:
+        check_listen(host, port)
+    except ListenError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"--{exc.option}") from None
+    try:
+        domain_path(target)
+        is_domain = True
+    except KeyError:
+        is_domain = False
+    if is_domain:
+        served = load_or_exit(target)
+        domains = {served.id: served}
+        tasks = [(served.id, t.id) for t in served.tasks]
+    else:
+        from maestro.storage.records import task_refs
+        from maestro.storage.rows import TaskSetRow
+
+        lake = lake_or_exit(lake_root)
+        try:
+            named = task_set_domains(lake, target)
+        except ExportError as exc:
+            echo(f"error: {target!r} is no domain, and as a task set: {exc}", err=True)
+            raise typer.Exit(2) from None
+        domains = {d.id: d for d in (load_or_exit(r) for r in domain)}
+        library = set(library_ids())
+        for d in named:
+            if d not in domains:
+                if d not in library:
+                    echo(
+                        f"error: task set {target!r} names domain {d!r}, which is not in the "
+                        "library: give its package folder with --domain",
+                        err=True,
+                    )
+                    raise typer.Exit(2)
+                domains[d] = load_or_exit(d)
+        (row,) = lake.rows(TaskSetRow, task_set_id=target)
+        tasks = task_refs(row)
+        stale = [f"{d}/{t}" for d, t in tasks if t not in {x.id for x in domains[d].tasks}]
+        if stale:
+            echo(f"error: task set {target!r} names tasks its domains lack: {stale[:5]}", err=True)
+            raise typer.Exit(2)
+    llm = load_llm_settings()
+    try:
+        catalog = Catalog(
+            domains,
+            tasks,
+            user=llm.role("user"),
+            judge=llm.role("judge") if judge else None,
+            limits=EpisodeLimits(max_turns=max_turns, deadline_s=episode_deadline_s),
+            name=target,
+        )
+    except OpenEnvError as exc:
+        echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    app = build_app(catalog, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, token=token)
+    echo(
+        f"serving {len(tasks)} task(s) of {', '.join(sorted(domains))} as an OpenEnv "
+        f"environment at ws://{host}:{port}/ws",
+        err=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
 
 
 @export_app.command("tau2")
@@ -289,5 +402,6 @@ def annotate_agreement(
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     app.command("serve-mcp")(serve_mcp)
+    app.command("serve-openenv")(serve_openenv)
     app.add_typer(export_app, name="export")
     app.add_typer(annotate_app, name="annotate")
