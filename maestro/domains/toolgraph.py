@@ -18,6 +18,7 @@ record of another person: a task is one customer's, by construction (walks in ``
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -26,7 +27,7 @@ import typing
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from maestro.domains.package import Domain
@@ -534,11 +535,19 @@ def _value(
     if p.fresh:
         # What the conversation's records hold there is what the write would change nothing to.
         column = _column_values(scope, p)
-        if not p.choices and _identifying(column):
+        if p.text_format and not p.choices:
+            # A new date or time is the record's own moved by whole days (an extension by
+            # three days); varied digit by digit, a return time was moved by 24 min 4 s.
+            own = next((v for v in related if isinstance(v, str)), None)
+            moved = _moved(own, p.text_format, rng) if own is not None else None
+            if moved is not None:
+                return moved
+        elif not p.choices and _identifying(column):
             # An email, a phone, a member number: another person's is no new value of one's own
             # (a capable reviewer flagged a customer "changing" their email to a neighbour's).
             own = next((v for v in related if isinstance(v, str)), None)
-            made = _fresh_variant(own, set(column), rng) if own is not None else None
+            street = any(w in p.name for w in _STREET)
+            made = _fresh_variant(own, set(column), rng, street) if own is not None else None
             if made is not None:
                 return made
         pool = [
@@ -558,6 +567,9 @@ def _value(
         return rng.choice(related)
     if p.text_format and not p.column:
         return _when(scope.domain, p.text_format, rng)
+    tracked = _tracked(scope, p, about, rng)
+    if tracked is not None:
+        return tracked
     session = scope.session
     if p.table:
         # Another record of the table, but never one that belongs to someone else.
@@ -587,17 +599,91 @@ def _value(
     return None
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+#: A field tracks a field of the record it refers to when 80% of its records lie within a
+#: tenth of that field's spread of it (a return's mileage of its rental's mileage out).
+_TRACKS_WITHIN = 0.1
+_TRACKS_SHARE = 0.8
+#: Records read to tell (a walk draws many values; a table may hold 10,000 records).
+_TRACKS_SAMPLE = 500
+
+
+def _tracked(
+    scope: Scope, p: ParamSource, about: Mapping[str, str], rng: random.Random
+) -> int | float | None:
+    """A number for a field of records that refer to the call's record (a return's mileage,
+    of the rental the call names), when the field tracks a number of the record referred to
+    (the rental's mileage out): another such record's offset from its own, applied to the
+    call's record. Drawn from another record as it stands, a return was recorded 58,000 miles
+    after its pickup two days before (another car's reading). None when no field tracks."""
+    if p.scalar not in ("int", "float") or not p.column:
+        return None
+    table, fname = p.column
+    for ref_field, target in sorted(scope.refs.get(table, {}).items()):
+        key = about.get(target)
+        mine = scope.session.get(target, key) if key is not None else None
+        if mine is None:
+            continue
+        pairs = []
+        for r in itertools.islice(scope.session.scan(table), _TRACKS_SAMPLE):
+            parent_key = r.get(ref_field)
+            parent = scope.session.get(target, parent_key) if isinstance(parent_key, str) else None
+            if parent is not None and _number(r.get(fname)):
+                pairs.append((r[fname], parent))
+        if len(pairs) < 5:
+            continue
+        best: tuple[float, str, list[Any]] | None = None
+        for g in sorted(f for f, v in mine.items() if _number(v)):
+            sample = itertools.islice(scope.session.scan(target), _TRACKS_SAMPLE)
+            values = [r[g] for r in sample if _number(r.get(g))]
+            spread = max(values) - min(values) if values else 0
+            deltas = [v - parent[g] for v, parent in pairs if _number(parent.get(g))]
+            if spread <= 0 or len(deltas) < 5:
+                continue
+            near = sum(abs(d) <= _TRACKS_WITHIN * spread for d in deltas)
+            if near < _TRACKS_SHARE * len(deltas):
+                continue
+            # The field it follows closest (a payment's invoice total, not its amount paid).
+            mean = sum(abs(d) for d in deltas) / len(deltas)
+            if best is None or mean < best[0]:
+                best = (mean, g, deltas)
+        if best is not None:
+            value = mine[best[1]] + rng.choice(best[2])
+            return round(value) if p.scalar == "int" else round(float(value), 2)
+    return None
+
+
 def _identifying(values: list[Any]) -> bool:
     """Whether a field's values name their records (nearly all distinct texts)."""
     texts = [v for v in values if isinstance(v, str)]
     return len(texts) >= 5 and len(set(texts)) >= 0.9 * len(texts)
 
 
-def _fresh_variant(own: str, taken: set[Any], rng: random.Random) -> str | None:
+#: An address or street line: varied in its house number, the first number in it (its last
+#: digits are the ZIP code of a whole address: "San Jose, CA 95112" became "CA 96225").
+_STREET = ("address", "street")
+
+
+def _fresh_variant(
+    own: str, taken: set[Any], rng: random.Random, street: bool = False
+) -> str | None:
     """A value of the same shape as the customer's own that nobody holds: an email with a
-    number added to its name, a number with its last digits changed."""
+    number added to its name, a number with its last digits changed, a ``street`` line with
+    another house number."""
+    house = re.match(r"\D*?(\d+)", own) if street else None
     for _ in range(20):
-        if "@" in own:
+        if house is not None:
+            digits = house.group(1)
+            other = str(
+                rng.randint(
+                    10 ** (len(digits) - 1) if len(digits) > 1 else 1, 10 ** len(digits) - 1
+                )
+            )
+            made = own[: house.start(1)] + other + own[house.end(1) :]
+        elif "@" in own:
             local, _, host = own.partition("@")
             local = re.sub(r"[0-9]+$", "", local)
             made = f"{local}{rng.randint(2, 98)}@{host}"
@@ -662,12 +748,13 @@ def _drawn_together(
             value = source[p.column[1]]
             column = _column_values(scope, p)
             shared = any(w in p.name for w in _AREA)  # a ZIP code is its place's, not one's own
-            if isinstance(value, str) and _identifying(column) and not shared:
+            if isinstance(value, str) and _identifying(column) and not (shared or p.text_format):
                 # Another person's licence or email is no new one of the customer's (the car
                 # rental's renewed licence was another customer's, name encoded and all).
                 own = next((v for v in _related(scope, p) if isinstance(v, str)), None)
                 base = value if own is None or any(w in p.name for w in _PLACE) else own
-                value = _fresh_variant(base, set(column), rng) or base
+                street = any(w in p.name for w in _STREET)
+                value = _fresh_variant(base, set(column), rng, street) or base
             out[p.name] = [value]
     out.update(_named_together(scope, params, rng, {**pinned, **out}, exact))
     return out
@@ -686,21 +773,28 @@ def _named_together(
     phone number. Stories (texts of several words) are left to ``_value``, which tells them
     of the call's record."""
     groups: dict[str, list[ParamSource]] = {}
+    dates: dict[str, list[ParamSource]] = {}
     for p in params:
         if (
             p.column
-            and not (p.fresh or p.table or p.text_format or p.is_list)
+            and not (p.fresh or p.table or p.is_list)
             and p.scalar == "str"
             and p.name not in pinned
         ):
-            groups.setdefault(p.column[0], []).append(p)
+            (dates if p.text_format else groups).setdefault(p.column[0], []).append(p)
     out: dict[str, list[Any]] = {}
     for table, group in groups.items():
         if len(group) < 2:
             continue
         group = [p for p in group if not _prose_field(scope, p)]
+        if len(group) < 2:
+            continue
+        # The dates of the named record come with its names (an extra driver's birth date
+        # with his name and licence: drawn alone, a licence on file for a driver born in 1990
+        # was given to one born in 1957); dates alone are no record's (a new booking's).
+        group += dates.get(table, [])
         fields = [p.column[1] for p in group if p.column]
-        if len(group) < 2 or len(set(fields)) < len(fields):
+        if len(set(fields)) < len(fields):
             continue  # one field twice (from a branch's name to another's): not one record
 
         def whole(r: Mapping[str, Any], group: list[ParamSource] = group) -> bool:
@@ -931,6 +1025,18 @@ def _column_values(scope: Scope, p: ParamSource) -> list[Any]:
         return []
     table, name = p.column
     return [r[name] for r in scope.session.scan(table) if r.get(name) is not None]
+
+
+def _moved(own: str, kind: str, rng: random.Random) -> str | None:
+    """``own`` (a date, or a datetime) moved by one to seven days, earlier or later; None when
+    it is neither."""
+    days = rng.choice([d for d in range(-3, 8) if d])
+    try:
+        if kind == "date":
+            return (date.fromisoformat(own) + timedelta(days=days)).isoformat()
+        return (datetime.fromisoformat(own) + timedelta(days=days)).isoformat()
+    except ValueError:
+        return None
 
 
 def _when(domain: Domain, kind: str, rng: random.Random) -> str:

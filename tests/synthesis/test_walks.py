@@ -395,21 +395,31 @@ def test_names_of_one_record_are_drawn_from_one_record() -> None:
 
     hotel = load_domain(library_path("hotel"), check_gold=False)
     session = hotel.start_session()
+    # The dates of the record come with its names (an extra driver's birth date was drawn
+    # alone: a licence on file for a driver born in 1990 went to one born in 1957).
+    born = ParamSource(
+        "date_of_birth", True, None, column=("guests", "date_of_birth"), text_format="date"
+    )
+    fields = ("first_name", "last_name", "email", "date_of_birth")
     params = [
         ParamSource(name, True, None, column=("guests", name))
         for name in ("first_name", "last_name", "email")
-    ]
+    ] + [born]
     guests = list(session.scan("guests"))
     assert len({g["last_name"] for g in guests}) > 1
     for seed in range(30):
         scope = Scope.of(hotel, session)
         args = fill(scope, params, random.Random(seed), optional_rate=0)
         assert args is not None
-        assert any(
-            tuple(g[f] for f in ("first_name", "last_name", "email"))
-            == tuple(args[f] for f in ("first_name", "last_name", "email"))
-            for g in guests
-        ), args
+        assert any(tuple(g[f] for f in fields) == tuple(args[f] for f in fields) for g in guests), (
+            args
+        )
+    # A date alone is no record's: drawn as before (a new booking's dates are not another's).
+    alone = {
+        fill(Scope.of(hotel, session), [born], random.Random(s), optional_rate=0)["date_of_birth"]
+        for s in range(10)
+    }  # type: ignore[index]
+    assert len(alone) > 1
     # One field twice (a transfer from one guest to another, by email) is not one record.
     twice = [
         ParamSource("from_email", True, None, column=("guests", "email")),
@@ -463,3 +473,95 @@ def test_a_new_value_naming_its_person_is_the_customers_own_varied() -> None:
         assert re.fullmatch(
             re.escape(re.sub(r"[0-9]+$", "", local)) + r"[0-9]+@" + re.escape(host), args["email"]
         ), (guest["email"], args["email"])
+
+
+def test_a_new_address_is_another_house_in_the_same_place() -> None:
+    """A pharmacy's corrected delivery address was the customer's own with its last digits
+    changed: the ZIP code ("San Jose, CA 95112" became "CA 96225", 2026-12-04); an address is
+    varied in its house number, its city, state and ZIP code kept."""
+    import random
+    import re
+
+    from maestro.domains import library_path, load_domain
+    from maestro.domains.toolgraph import ParamSource, Scope, fill
+
+    vet = load_domain(library_path("vetclinic"), check_gold=False)
+    session = vet.start_session()
+    owners = list(session.scan("owners"))
+    held = {o["address"] for o in owners}
+    params = [
+        ParamSource("owner_id", True, None, table="owners"),
+        ParamSource("address", True, None, column=("owners", "address"), fresh=True),
+    ]
+    for seed, owner in enumerate(owners[:20]):
+        scope = Scope.of(vet, session)
+        assert scope.add("owners", owner["owner_id"])
+        args = fill(
+            scope, params, random.Random(seed), optional_rate=0,
+            pinned={"owner_id": [owner["owner_id"]]},
+        )  # fmt: skip
+        assert args is not None and args["address"] not in held, args
+        house, rest = re.match(r"(\d+)(\D.*)", owner["address"]).groups()  # type: ignore[union-attr]
+        new_house, new_rest = re.match(r"(\d+)(\D.*)", args["address"]).groups()  # type: ignore[union-attr]
+        assert new_rest == rest and new_house != house, (owner["address"], args["address"])
+        assert len(new_house) == len(house) and not new_house.startswith("0")
+
+
+def test_a_number_that_tracks_its_records_is_drawn_as_an_offset_of_the_calls_record() -> None:
+    """A car rental's return was recorded at 77,994 miles for a car that went out at 19,835 two
+    days before: another return's reading (2026-12-04). A field that tracks a number of the
+    record it refers to (a payment's amount, of its invoice's total) is drawn as another
+    record's offset, applied to the record the call names."""
+    import random
+
+    from maestro.domains import library_path, load_domain
+    from maestro.domains.toolgraph import ParamSource, Scope, _value
+
+    vet = load_domain(library_path("vetclinic"), check_gold=False)
+    session = vet.start_session()
+    invoices = list(session.scan("invoices"))
+    totals = [i["total"] for i in invoices]
+    spread = max(totals) - min(totals)
+    amount = ParamSource("amount", True, None, column=("payments", "amount"), scalar="float")
+    far = 0
+    for seed, invoice in enumerate(invoices[:40]):
+        scope = Scope.of(vet, session)
+        value = _value(
+            scope, amount, random.Random(seed), about={"invoices": invoice["invoice_id"]}
+        )
+        assert isinstance(value, float)
+        far += abs(value - invoice["total"]) > 0.2 * spread
+    assert far <= 1, far  # drawn from other payments as they stand: 14 of 40 far off
+    # Nothing to track without the call's record: one of the field's values.
+    paid = {p["amount"] for p in session.scan("payments")}
+    for seed in range(5):
+        assert _value(Scope.of(vet, session), amount, random.Random(seed), about={}) in paid
+
+
+def test_a_new_date_is_the_records_own_moved_by_whole_days() -> None:
+    """A car rental's extension asked for a return 24 minutes 4 seconds later (2026-01-11
+    15:00:00 became 15:24:04, 2026-12-04): a datetime was varied digit by digit as an email
+    would be. A new date or time is the record's own moved by whole days."""
+    import random
+    from datetime import date, datetime
+
+    from maestro.domains import library_path, load_domain
+    from maestro.domains.toolgraph import ParamSource, Scope, _moved, _value
+
+    hotel = load_domain(library_path("hotel"), check_gold=False)
+    session = hotel.start_session()
+    check_out = ParamSource(
+        "check_out", True, None, column=("reservations", "check_out"), fresh=True,
+        text_format="date",
+    )  # fmt: skip
+    for seed, res in enumerate(list(session.scan("reservations"))[:20]):
+        scope = Scope.of(hotel, session, people=frozenset({"guests"}))
+        assert scope.add("guests", res["guest_id"])
+        assert scope.add("reservations", res["reservation_id"])
+        new = date.fromisoformat(_value(scope, check_out, random.Random(seed)))
+        assert 1 <= abs((new - date.fromisoformat(res["check_out"])).days) <= 7, (res, new)
+    own = datetime(2026, 1, 11, 15, 0)
+    for seed in range(20):
+        moved = datetime.fromisoformat(_moved(own.isoformat(), "datetime", random.Random(seed)))  # type: ignore[arg-type]
+        assert moved.time() == own.time() and 1 <= abs((moved - own).days) <= 7
+    assert _moved("next Tuesday", "date", random.Random(0)) is None
