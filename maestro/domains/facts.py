@@ -274,10 +274,49 @@ def states_tokens(have: list[str], item: str) -> bool:
         return False
     if any(_stated_at(have, i, want) for i in range(len(have) - n + 1)):
         return True
-    if n > UNORDERED_WORDS or n < 2 or any(ch.isdigit() for w in want for ch in w):
+    if any(ch.isdigit() for w in want for ch in w):
+        return False
+    if _gapped(have, want):
+        return True
+    if n > UNORDERED_WORDS or n < 2:
         return False
     bag = sorted(map(_canon, want))
     return any(sorted(map(_canon, have[i : i + n])) == bag for i in range(len(have) - n + 1))
+
+
+#: A fact of words alone with this many content words (not determiners or connectors) is also
+#: stated by them in its order, a few other words between them: "a new contract at the branch"
+#: by "need a new contract, and only a branch can write one" (a careful car-rental agent's
+#: words that scored 0). Two content words keep to the rules above ("a refill was pending"
+#: does not state "a refill pending").
+GAPPED_WORDS = 3
+#: Other words the span of a gapped fact may hold, beyond its own number of words.
+GAP_WORDS = 3
+#: With this many content words, the last may be said in other words: the thing a limit is
+#: of ("Schedule II to V drugs" by "controlled substances (Schedule II to V)").
+HEADLESS_WORDS = 4
+
+
+def _gapped(have: list[str], want: list[str]) -> bool:
+    core = [w for w in want if w not in DETERMINERS and w not in CONNECTORS]
+    if len(core) < GAPPED_WORDS:
+        return False
+    span = len(want) + GAP_WORDS
+    # The last word may go unsaid only when it is a word (not a letter, code or number).
+    headless = len(core) >= HEADLESS_WORDS and core[-1].isalpha() and len(core[-1]) >= 4
+    for i, token in enumerate(have):
+        if not _same(token, core[0]):
+            continue
+        j, end = i, min(len(have), i + span)
+        for k, w in enumerate(core[1:], start=1):
+            j = next((m for m in range(j + 1, end) if _same(have[m], w)), -1)
+            if j < 0:
+                if headless and k == len(core) - 1:
+                    return True
+                break
+        else:
+            return True
+    return False
 
 
 def fact_problem(item: str) -> str | None:

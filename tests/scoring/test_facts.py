@@ -54,6 +54,17 @@ TOY = Path(__file__).parents[1] / "fixtures" / "toy"
         # airline agent said "at most two changes by phone" and scored 0).
         ("Our policy allows at most two changes by phone.", "at most twice by phone"),
         ("It may be changed twice by phone.", "twice by phone"),
+        # Content words in order, a few words between (careful agents' refusals that scored
+        # 0, 2026-12-04): "new contract at the branch", "schedule II to V drugs".
+        (
+            "Rentals longer than that need a new contract, and only a branch can write one.",
+            "new contract at the branch",
+        ),
+        (
+            "Our policy doesn't allow refills of controlled substances (Schedule II to V) by phone.",
+            "schedule II to V drugs",
+        ),
+        ("Bring a photo ID, please, when you come to pick it up.", "photo ID when you pick it up"),
     ],
 )
 def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, item: str) -> None:
@@ -89,6 +100,15 @@ def test_a_fact_is_stated_in_any_case_punctuation_and_number_format(text: str, i
         ("Only once per booking.", "1 per booking"),  # "once" is not a number word
         ("At most three changes by phone.", "at most twice by phone"),
         ("At most 2 by phone.", "at most twice by phone"),  # the thing counted is a word
+        # Gapped words keep their order and their span, and only a word may go unsaid.
+        ("The branch will need a new contract.", "new contract at the branch"),
+        (
+            "A new car, and a contract you sign at home, later, at the branch.",
+            "new contract at the branch",
+        ),
+        ("A new contract by phone.", "new contract at the branch"),
+        ("Controlled substances (Schedule II to III) by phone.", "schedule II to V drugs"),
+        ("Schedule II drugs cannot be refilled by phone.", "schedule II to V drugs"),
     ],
 )
 def test_a_fact_is_not_stated_by_a_part_of_a_word_or_another_number(text: str, item: str) -> None:
