@@ -4,12 +4,16 @@ and ``annotate``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from maestro.cli.domains import load_or_exit
 from maestro.cli.inputs import lake_or_exit, seconds, writable_folder
 from maestro.cli.output import echo, log_handler
+
+if TYPE_CHECKING:
+    from maestro.domains import Domain
 
 export_app = typer.Typer(
     help="Write a domain, or a task set, in another harness's format.", no_args_is_help=True
@@ -96,6 +100,27 @@ def serve_mcp(
         raise typer.Exit(1) from None
 
 
+def task_set_domains_or_exit(task_set: str, named: list[str], refs: list[str]) -> dict[str, Domain]:
+    """The domains a task set names: those given with ``--domain`` (``refs``), the others
+    from the library; one named neither way ends the command (exit 2) with what to give."""
+    from maestro.domains.library import library_ids
+
+    domains = {d.id: d for d in (load_or_exit(r) for r in refs)}
+    library = set(library_ids())
+    for d in named:
+        if d in domains:
+            continue
+        if d not in library:
+            echo(
+                f"error: task set {task_set!r} names domain {d!r}, which is not in the "
+                "library: give its package folder with --domain",
+                err=True,
+            )
+            raise typer.Exit(2)
+        domains[d] = load_or_exit(d)
+    return domains
+
+
 def serve_openenv(
     target: str = typer.Argument(
         ...,
@@ -131,7 +156,7 @@ def serve_openenv(
     import uvicorn
 
     from maestro.agents.settings import load_llm_settings
-    from maestro.domains.library import domain_path, library_ids
+    from maestro.domains.library import domain_path
     from maestro.listen import ListenError, check_listen, is_loopback
     from maestro.simulation.episode import EpisodeLimits
     from maestro.training.hf_export import ExportError, task_set_domains
@@ -168,18 +193,7 @@ def serve_openenv(
         except ExportError as exc:
             echo(f"error: {target!r} is no domain, and as a task set: {exc}", err=True)
             raise typer.Exit(2) from None
-        domains = {d.id: d for d in (load_or_exit(r) for r in domain)}
-        library = set(library_ids())
-        for d in named:
-            if d not in domains:
-                if d not in library:
-                    echo(
-                        f"error: task set {target!r} names domain {d!r}, which is not in the "
-                        "library: give its package folder with --domain",
-                        err=True,
-                    )
-                    raise typer.Exit(2)
-                domains[d] = load_or_exit(d)
+        domains = task_set_domains_or_exit(target, named, domain)
         (row,) = lake.rows(TaskSetRow, task_set_id=target)
         tasks = task_refs(row)
         stale = [f"{d}/{t}" for d, t in tasks if t not in {x.id for x in domains[d].tasks}]
@@ -262,7 +276,6 @@ def export_hf_cmd(
     import json
 
     from maestro.domains.files import TargetError, check_target
-    from maestro.domains.library import library_ids
     from maestro.training.hf_export import KINDS, ExportError, export_hf, task_set_domains
 
     if kind not in KINDS:
@@ -277,18 +290,7 @@ def export_hf_cmd(
     except ExportError as exc:
         echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    domains = {d.id: d for d in (load_or_exit(r) for r in domain)}
-    library = set(library_ids())
-    for d in named:
-        if d not in domains:
-            if d not in library:
-                echo(
-                    f"error: task set {task_set!r} names domain {d!r}, which is not in the "
-                    "library: give its package folder with --domain",
-                    err=True,
-                )
-                raise typer.Exit(2)
-            domains[d] = load_or_exit(d)
+    domains = task_set_domains_or_exit(task_set, named, domain)
     import datasets
 
     datasets.disable_progress_bars()  # one line per export, not a bar per split and shard
