@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 #: Bounds on one step: what a client may send.
 MAX_CONTENT_CHARS = 100_000
 MAX_TOOL_CALLS = 32
+#: How long a connection refused for capacity waits for the client's first message, so that
+#: it reads the refusal (see :class:`_QuietClose`).
+REFUSAL_LINGER_S = 5.0
 
 
 class OpenEnvError(Exception):
@@ -412,8 +415,16 @@ def build_app(
 
 
 class _QuietClose:
-    """ASGI middleware: OpenEnv's WebSocket handler closes the socket again after the client's
-    own close, and the disconnect it then meets was logged as an ASGI error per session."""
+    """ASGI middleware over OpenEnv's WebSocket handler.
+
+    - It closes the socket again after the client's own close, and the disconnect it then meets
+      was logged as an ASGI error per session: suppressed.
+    - A connection past the session cap is refused when it opens: the handler sends the
+      CAPACITY_REACHED error and closes at once, so a client whose first message (its reset)
+      was not yet sent met a bare "connection closed" instead of the reason (a race that a
+      loaded machine lost). The close is held until the client's next message or
+      :data:`REFUSAL_LINGER_S`, so the client reads the error as the answer to its reset.
+    """
 
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
         self.app = app
@@ -425,8 +436,21 @@ class _QuietClose:
         from starlette.websockets import WebSocketDisconnect
         from uvicorn.protocols.utils import ClientDisconnected
 
+        refused = False
+
+        async def lingering_send(message: dict[str, Any]) -> None:
+            nonlocal refused
+            if message["type"] == "websocket.send" and '"CAPACITY_REACHED"' in (
+                message.get("text") or ""
+            ):
+                refused = True
+            elif message["type"] == "websocket.close" and refused:
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(receive(), REFUSAL_LINGER_S)
+            await send(message)
+
         with suppress(WebSocketDisconnect, ClientDisconnected):
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, lingering_send)
 
 
 @contextmanager
